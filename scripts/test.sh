@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The project's test command: services, the whole nextest suite, then the
+# exhaustive hand-evaluator check (release build; PITBOSS_SKIP_EXHAUSTIVE=1
+# skips it for a quick local run). Extra arguments go to `cargo nextest run`.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+"$root/scripts/services.sh"
+
+export PITBOSS_TEST_PG_URL=${PITBOSS_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+    echo "test: installing cargo-nextest from crates.io"
+    cargo install cargo-nextest --locked
+fi
+
+cargo nextest run --workspace --all-targets --no-fail-fast "$@"
+
+if [ "${PITBOSS_SKIP_EXHAUSTIVE:-0}" = "1" ]; then
+    echo "test: PITBOSS_SKIP_EXHAUSTIVE=1, skipping the exhaustive evaluator check"
+else
+    cargo run --release --example eval_exhaustive
+fi

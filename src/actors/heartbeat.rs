@@ -1,0 +1,79 @@
+//! Renews every held lease every TTL/3 in one round trip and reports the
+//! outcome to the manager, which freezes still-hosted tables whose lease is
+//! gone or foreign. A failed renew extends nothing, so the tables' own local
+//! deadline checks freeze them if Redis stays away.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use tracing::warn;
+
+use super::table_manager::{HeldLeases, RenewReport, TableManager};
+use crate::runtime::Runtime;
+
+pub struct Heartbeat {
+    rt: Arc<Runtime>,
+    manager: Addr<TableManager>,
+    in_flight: bool,
+    /// Unix millis of the last renew that Redis confirmed, for the metric.
+    last_ok_ms: Arc<AtomicU64>,
+}
+
+impl Heartbeat {
+    pub fn new(rt: Arc<Runtime>, manager: Addr<TableManager>, last_ok_ms: Arc<AtomicU64>) -> Heartbeat {
+        Heartbeat {
+            rt,
+            manager,
+            in_flight: false,
+            last_ok_ms,
+        }
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        // A renew still outstanding (Redis slow) is not doubled up; its
+        // timeout ends it within one period.
+        if self.in_flight {
+            return;
+        }
+        self.in_flight = true;
+        let (rt, manager, last_ok) = (self.rt.clone(), self.manager.clone(), self.last_ok_ms.clone());
+        let fut = async move {
+            let leases = manager.send(HeldLeases).await.unwrap_or_default();
+            if leases.is_empty() {
+                last_ok.store(now_ms(), Ordering::Relaxed);
+                return;
+            }
+            let sent = Instant::now();
+            match rt.lease.renew_all(&leases).await {
+                Ok(outcomes) => {
+                    metrics::histogram!("pitboss_lease_renew_seconds").record(sent.elapsed().as_secs_f64());
+                    last_ok.store(now_ms(), Ordering::Relaxed);
+                    manager.do_send(RenewReport {
+                        sent,
+                        outcomes: leases.into_iter().zip(outcomes).collect(),
+                    });
+                }
+                Err(e) => {
+                    metrics::counter!("pitboss_lease_renew_errors_total").increment(1);
+                    warn!(event = "lease_renew_failed", error = %e, leases = leases.len(), "lease renew failed");
+                }
+            }
+        };
+        ctx.spawn(fut.into_actor(self).map(|(), act, _| act.in_flight = false));
+    }
+}
+
+pub fn now_ms() -> u64 {
+    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0)
+}
+
+impl Actor for Heartbeat {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let period = self.rt.ttl() / 3;
+        ctx.run_interval(period, |act, ctx| act.tick(ctx));
+    }
+}

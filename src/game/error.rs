@@ -1,0 +1,67 @@
+//! Rule violations.
+
+/// Why a command was refused. A refused command never changes the game.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    #[error("it is not this seat's turn to act")]
+    NotYourTurn,
+    #[error("illegal action: {0}")]
+    IllegalAction(String),
+    #[error("bad amount: {0}")]
+    BadAmount(String),
+    #[error("not enough chips")]
+    InsufficientChips,
+    #[error("command is for hand {got} but the current hand is {expected}")]
+    StaleHand { expected: u64, got: u64 },
+    #[error("no hand is in progress")]
+    NoHandInProgress,
+    #[error("a hand is in progress")]
+    HandInProgress,
+    #[error("seat is taken")]
+    SeatTaken,
+    #[error("no such seat at this table")]
+    SeatOutOfRange,
+    #[error("nobody is sitting in that seat")]
+    NotSeated,
+    #[error("player is already seated at this table")]
+    AlreadySeated,
+    #[error("not enough players to start a hand")]
+    NotEnoughPlayers,
+    #[error("deck must hold 52 distinct cards")]
+    BadDeck,
+    #[error("buy-in is outside the table's limits")]
+    BuyInOutOfRange,
+    #[error("chip amount overflow")]
+    Overflow,
+    #[error("bad table config: {0}")]
+    BadConfig(String),
+    /// An engine invariant did not hold. Never expected; the command is
+    /// refused like any other so the table stays usable.
+    #[error("internal rule-engine error: {0}")]
+    Internal(String),
+}
+
+impl RuleError {
+    /// Stable machine-readable code for clients.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RuleError::NotYourTurn => "not_your_turn",
+            RuleError::IllegalAction(_) => "illegal_action",
+            RuleError::BadAmount(_) => "bad_amount",
+            RuleError::InsufficientChips => "insufficient_funds",
+            RuleError::StaleHand { .. } => "stale_hand",
+            RuleError::NoHandInProgress => "no_hand_in_progress",
+            RuleError::HandInProgress => "hand_in_progress",
+            RuleError::SeatTaken => "seat_taken",
+            RuleError::SeatOutOfRange => "bad_field",
+            RuleError::NotSeated => "not_seated",
+            RuleError::AlreadySeated => "already_seated",
+            RuleError::NotEnoughPlayers => "not_enough_players",
+            RuleError::BadDeck => "bad_deck",
+            RuleError::BuyInOutOfRange => "buy_in_out_of_range",
+            RuleError::Overflow => "overflow",
+            RuleError::BadConfig(_) => "bad_config",
+            RuleError::Internal(_) => "internal",
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! `/admin/*`: operators' API, behind the admin bearer token.
+
+use std::future::{ready, Ready};
+
+use actix_web::http::StatusCode;
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{ApiError, AppState};
+use crate::actors::table_manager::{HostError, IsHosted, LoadOrCreate, Recover};
+use crate::game::{Chips, TableConfig};
+use crate::store::{StoreError, TableRow};
+use crate::types::{valid_player_name, TableId};
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/tables", web::post().to(create_table))
+        .route("/tables", web::get().to(list_tables))
+        .route("/tables/{id}", web::get().to(get_table))
+        .route("/tables/{id}/events", web::get().to(table_events))
+        .route("/tables/{id}/recover", web::post().to(recover_table))
+        .route("/players/{player}/grant", web::post().to(grant))
+        .route("/players/{player}", web::get().to(player))
+        .route("/audit", web::get().to(audit));
+}
+
+/// Proof that the request carried the admin bearer token.
+pub struct Admin;
+
+impl FromRequest for Admin {
+    type Error = ApiError;
+    type Future = Ready<Result<Admin, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let expected = req
+            .app_data::<web::Data<AppState>>()
+            .and_then(|s| s.rt.settings.admin.token.clone());
+        let given = req
+            .headers()
+            .get("authorization")
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer "));
+        let ok = match (expected, given) {
+            (Some(exp), Some(given)) => constant_time_eq(exp.expose_secret().as_bytes(), given.as_bytes()),
+            _ => false,
+        };
+        ready(if ok {
+            Ok(Admin)
+        } else {
+            Err(ApiError::unauthorized("a valid admin bearer token is required"))
+        })
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::TableNotFound => ApiError::not_found("no such table"),
+        StoreError::BadAmount(m) => ApiError::bad_request("bad_amount", &m),
+        other => ApiError::internal(other),
+    }
+}
+
+fn host_error(e: HostError) -> ApiError {
+    let status = match e {
+        HostError::NotFound | HostError::Closed(_) => StatusCode::NOT_FOUND,
+        HostError::OwnedElsewhere { .. } | HostError::Frozen | HostError::NotFrozen => StatusCode::CONFLICT,
+        HostError::Draining | HostError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let mut err = ApiError::new(status, e.code(), &e.to_string());
+    if let HostError::OwnedElsewhere { owner, .. } = e {
+        err.owner = Some(owner);
+    }
+    err
+}
+
+fn table_id(raw: &str) -> Result<TableId, ApiError> {
+    TableId::parse(raw).ok_or_else(|| ApiError::not_found("no such table"))
+}
+
+async fn view(state: &AppState, row: TableRow) -> Result<Value, ApiError> {
+    let seats = state.rt.store.seats(&row.id).await.map_err(store_error)?;
+    let hosted_here = state
+        .manager
+        .send(IsHosted { table: row.id.clone() })
+        .await
+        .unwrap_or(false);
+    Ok(json!({
+        "id": row.id,
+        "environment": row.environment,
+        "state": row.state,
+        "state_reason": row.state_reason,
+        "owner": row.owner_instance,
+        "fence": row.fence,
+        "hand_no": row.hand_no,
+        "hosted_here": hosted_here,
+        "config": row.config,
+        "seats": seats,
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateTable {
+    small_blind: u64,
+    big_blind: u64,
+    #[serde(default)]
+    ante: u64,
+    seats: u8,
+    min_buy_in: u64,
+    max_buy_in: u64,
+}
+
+async fn create_table(_: Admin, state: web::Data<AppState>, body: web::Bytes) -> Result<HttpResponse, ApiError> {
+    let req: CreateTable =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))?;
+    let config = TableConfig {
+        small_blind: Chips(req.small_blind),
+        big_blind: Chips(req.big_blind),
+        ante: Chips(req.ante),
+        seats: req.seats,
+        min_buy_in: Chips(req.min_buy_in),
+        max_buy_in: Chips(req.max_buy_in),
+    };
+    config
+        .validate()
+        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))?;
+    if req.max_buy_in > i64::MAX as u64 {
+        return Err(ApiError::bad_request("bad_amount", "max_buy_in is too large"));
+    }
+    if state.rt.is_draining() {
+        return Err(ApiError::draining());
+    }
+    let id = TableId::generate();
+    state
+        .rt
+        .store
+        .create_table(state.rt.environment(), &id, &config)
+        .await
+        .map_err(store_error)?;
+    // The instance that creates a table hosts it.
+    state
+        .manager
+        .send(LoadOrCreate { table: id.clone() })
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(host_error)?;
+    let row = state
+        .rt
+        .store
+        .table(&id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::not_found("no such table"))?;
+    Ok(HttpResponse::Created().json(view(&state, row).await?))
+}
+
+async fn list_tables(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let rows = state
+        .rt
+        .store
+        .tables(state.rt.environment())
+        .await
+        .map_err(store_error)?;
+    let mut tables = Vec::with_capacity(rows.len());
+    for row in rows {
+        tables.push(view(&state, row).await?);
+    }
+    Ok(HttpResponse::Ok().json(json!({ "tables": tables })))
+}
+
+async fn get_table(_: Admin, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let id = table_id(&path)?;
+    let row = state
+        .rt
+        .store
+        .table(&id)
+        .await
+        .map_err(store_error)?
+        .filter(|r| r.environment == state.rt.environment())
+        .ok_or_else(|| ApiError::not_found("no such table"))?;
+    Ok(HttpResponse::Ok().json(view(&state, row).await?))
+}
+
+async fn table_events(_: Admin, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let id = table_id(&path)?;
+    if state.rt.store.table(&id).await.map_err(store_error)?.is_none() {
+        return Err(ApiError::not_found("no such table"));
+    }
+    let events = state.rt.store.events(&id).await.map_err(store_error)?;
+    Ok(HttpResponse::Ok().json(json!({ "events": events })))
+}
+
+async fn recover_table(_: Admin, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let id = table_id(&path)?;
+    state
+        .manager
+        .send(Recover { table: id.clone() })
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(host_error)?;
+    let row = state
+        .rt
+        .store
+        .table(&id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::not_found("no such table"))?;
+    Ok(HttpResponse::Ok().json(view(&state, row).await?))
+}
+
+fn player_name(raw: &str) -> Result<&str, ApiError> {
+    if valid_player_name(raw) {
+        Ok(raw)
+    } else {
+        Err(ApiError::bad_request(
+            "bad_field",
+            "player names are 1-32 letters, digits, '_', '-' or '.'",
+        ))
+    }
+}
+
+async fn grant(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let player = player_name(&path)?;
+    let body: Value = serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("bad_json", &e.to_string()))?;
+    let chips = match body.get("chips") {
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(c) if c > 0 && c <= i64::MAX as u64 => Chips(c),
+            _ => return Err(ApiError::bad_request("bad_amount", "chips must be a whole number above 0")),
+        },
+        _ => return Err(ApiError::bad_request("bad_field", "chips is required")),
+    };
+    let balance = state.rt.store.grant(player, chips).await.map_err(store_error)?;
+    Ok(HttpResponse::Ok().json(json!({"player": player, "balance": balance})))
+}
+
+async fn player(_: Admin, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let player = player_name(&path)?;
+    let balance = state
+        .rt
+        .store
+        .balance(player)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::not_found("no such player"))?;
+    Ok(HttpResponse::Ok().json(json!({"player": player, "balance": balance})))
+}
+
+async fn audit(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let audit = state.rt.store.audit().await.map_err(store_error)?;
+    Ok(HttpResponse::Ok().json(audit))
+}

@@ -1,0 +1,113 @@
+//! HTTP: health, readiness, metrics, the admin API, and the WebSocket route.
+
+pub mod admin;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use actix::Addr;
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse, ResponseError};
+use serde_json::json;
+
+use crate::actors::table_manager::TableManager;
+use crate::runtime::Runtime;
+
+pub struct AppState {
+    pub rt: Arc<Runtime>,
+    pub manager: Addr<TableManager>,
+    pub last_renew_ok_ms: Arc<AtomicU64>,
+}
+
+/// Every HTTP error: a status and `{"error":{"code","message"}}`.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub owner: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: &str) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.to_string(),
+            owner: None,
+        }
+    }
+    pub fn unauthorized(message: &str) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+    pub fn bad_request(code: &'static str, message: &str) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+    pub fn not_found(message: &str) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+    pub fn draining() -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "draining", "the server is shutting down")
+    }
+    pub fn internal(e: impl std::fmt::Display) -> ApiError {
+        tracing::error!(error = %e, "request failed");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(owner) = &self.owner {
+            error["owner"] = json!(owner);
+        }
+        HttpResponse::build(self.status).json(json!({ "error": error }))
+    }
+}
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/healthz", web::get().to(healthz))
+        .route("/readyz", web::get().to(readyz))
+        .route("/metrics", web::get().to(metrics))
+        .route("/ws", web::get().to(crate::ws::connect))
+        .service(web::scope("/admin").configure(admin::routes));
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(json!({"status": "ok"}))
+}
+
+async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    let rt = &state.rt;
+    let (redis, postgres) = tokio::join!(rt.lease.ping(), rt.store.ping());
+    let body = json!({
+        "draining": rt.is_draining(),
+        "redis": redis.is_ok(),
+        "postgres": postgres.is_ok(),
+        "instance": rt.instance_id(),
+    });
+    if !rt.is_draining() && redis.is_ok() && postgres.is_ok() {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().json(body)
+    }
+}
+
+async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    let last = state.last_renew_ok_ms.load(Ordering::Relaxed);
+    let now = crate::actors::heartbeat::now_ms();
+    metrics::gauge!("pitboss_seconds_since_last_renew").set(now.saturating_sub(last) as f64 / 1000.0);
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(state.rt.metrics.render())
+}

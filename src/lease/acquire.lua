@@ -1,0 +1,19 @@
+-- KEYS[1] lease key, KEYS[2] fence counter key
+-- ARGV[1] owner id, ARGV[2] ttl ms, ARGV[3] fence floor (highest token Postgres has seen)
+-- Returns {1, fence} when taken, {0, owner, pttl} when another owner holds it.
+local current = redis.call('GET', KEYS[1])
+if current then
+  local bar = string.find(current, '|', 1, true)
+  local owner = current
+  if bar then owner = string.sub(current, 1, bar - 1) end
+  if owner ~= ARGV[1] then
+    return {0, owner, redis.call('PTTL', KEYS[1])}
+  end
+end
+-- The floor keeps a Redis that lost its counter from reissuing a used token.
+local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local floor = tonumber(ARGV[3]) or 0
+local fence = math.max(counter, floor) + 1
+redis.call('SET', KEYS[2], string.format('%d', fence))
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%d', fence), 'PX', ARGV[2])
+return {1, string.format('%d', fence)}

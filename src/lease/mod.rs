@@ -1,0 +1,356 @@
+//! Per-table ownership leases in Redis.
+//!
+//! `lease:table:{env}:{id}` holds `owner|fence` with a PX TTL and
+//! `fence:table:{env}:{id}` is a counter that never expires. Every operation
+//! is one Lua script per key, and the batched ones (renew, release) go out
+//! as one pipeline: one round trip, and still valid on Redis Cluster because
+//! each script touches one table's keys only.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionManager;
+use redis::Value;
+
+use crate::types::{Fence, TableId};
+
+const ACQUIRE: &str = include_str!("acquire.lua");
+const RENEW: &str = include_str!("renew.lua");
+const RELEASE: &str = include_str!("release.lua");
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("table is owned by {owner} for another {ttl_ms} ms")]
+    OwnedElsewhere { owner: String, ttl_ms: i64 },
+    #[error("redis did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("redis error: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("unexpected reply from lease script: {0}")]
+    Protocol(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenewOutcome {
+    Renewed,
+    /// The key expired or was deleted.
+    Gone,
+    /// Someone else's value (another owner, or a later acquire of this id).
+    Foreign,
+}
+
+impl RenewOutcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            RenewOutcome::Renewed => "renewed",
+            RenewOutcome::Gone => "gone",
+            RenewOutcome::Foreign => "foreign",
+        }
+    }
+}
+
+/// One held lease, as the heartbeat renews it.
+#[derive(Debug, Clone)]
+pub struct HeldLease {
+    pub table: TableId,
+    pub fence: Fence,
+}
+
+#[derive(Clone)]
+pub struct LeaseClient {
+    conn: ConnectionManager,
+    env: String,
+    owner: String,
+    ttl: Duration,
+    op_timeout: Duration,
+}
+
+impl LeaseClient {
+    pub async fn connect(
+        url: &str,
+        env: &str,
+        owner: &str,
+        ttl: Duration,
+        op_timeout: Duration,
+    ) -> Result<LeaseClient, LeaseError> {
+        let client = redis::Client::open(url)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(op_timeout)
+            .set_response_timeout(op_timeout)
+            .set_number_of_retries(1);
+        let conn = tokio::time::timeout(
+            op_timeout,
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await
+        .map_err(|_| LeaseError::Timeout(op_timeout))??;
+        Ok(LeaseClient {
+            conn,
+            env: env.to_string(),
+            owner: owner.to_string(),
+            ttl,
+            op_timeout,
+        })
+    }
+
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    pub fn lease_key(&self, table: &TableId) -> String {
+        format!("lease:table:{}:{}", self.env, table)
+    }
+
+    pub fn fence_key(&self, table: &TableId) -> String {
+        format!("fence:table:{}:{}", self.env, table)
+    }
+
+    fn value(&self, fence: Fence) -> String {
+        format!("{}|{}", self.owner, fence.0)
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        cmd: impl FnOnce(ConnectionManager) -> futures::future::BoxFuture<'static, redis::RedisResult<T>>,
+    ) -> Result<T, LeaseError> {
+        tokio::time::timeout(self.op_timeout, cmd(self.conn.clone()))
+            .await
+            .map_err(|_| LeaseError::Timeout(self.op_timeout))?
+            .map_err(LeaseError::from)
+    }
+
+    /// Takes the lease if it is free or already ours, with a fence above both
+    /// the Redis counter and `floor` (the highest token Postgres has seen).
+    pub async fn acquire(&self, table: &TableId, floor: Fence) -> Result<Fence, LeaseError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(ACQUIRE)
+            .arg(2)
+            .arg(self.lease_key(table))
+            .arg(self.fence_key(table))
+            .arg(&self.owner)
+            .arg(self.ttl_ms())
+            .arg(floor.0);
+        let reply: Vec<Value> = self
+            .run(move |mut c| Box::pin(async move { cmd.query_async(&mut c).await }))
+            .await?;
+        match reply.as_slice() {
+            [flag, fence] if int(flag) == Some(1) => text(fence)
+                .and_then(|s| s.parse::<u64>().ok())
+                .map(Fence)
+                .ok_or_else(|| LeaseError::Protocol(format!("{reply:?}"))),
+            [flag, owner, ttl] if int(flag) == Some(0) => Err(LeaseError::OwnedElsewhere {
+                owner: text(owner).unwrap_or_default(),
+                ttl_ms: int(ttl).unwrap_or(-1),
+            }),
+            _ => Err(LeaseError::Protocol(format!("{reply:?}"))),
+        }
+    }
+
+    /// Renews every given lease in one round trip.
+    pub async fn renew_all(&self, leases: &[HeldLease]) -> Result<Vec<RenewOutcome>, LeaseError> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for l in leases {
+            pipe.cmd("EVAL")
+                .arg(RENEW)
+                .arg(1)
+                .arg(self.lease_key(&l.table))
+                .arg(self.value(l.fence))
+                .arg(self.ttl_ms());
+        }
+        let replies: Vec<i64> = self
+            .run(move |mut c| Box::pin(async move { pipe.query_async(&mut c).await }))
+            .await?;
+        if replies.len() != leases.len() {
+            return Err(LeaseError::Protocol(format!(
+                "{} replies for {} leases",
+                replies.len(),
+                leases.len()
+            )));
+        }
+        replies
+            .into_iter()
+            .map(|r| match r {
+                1 => Ok(RenewOutcome::Renewed),
+                0 => Ok(RenewOutcome::Gone),
+                2 => Ok(RenewOutcome::Foreign),
+                other => Err(LeaseError::Protocol(format!("renew returned {other}"))),
+            })
+            .collect()
+    }
+
+    /// Compare-and-deletes every given lease in one round trip; returns how
+    /// many were still ours.
+    pub async fn release_all(&self, leases: &[HeldLease]) -> Result<usize, LeaseError> {
+        if leases.is_empty() {
+            return Ok(0);
+        }
+        let mut pipe = redis::pipe();
+        for l in leases {
+            pipe.cmd("EVAL")
+                .arg(RELEASE)
+                .arg(1)
+                .arg(self.lease_key(&l.table))
+                .arg(self.value(l.fence));
+        }
+        let replies: Vec<i64> = self
+            .run(move |mut c| Box::pin(async move { pipe.query_async(&mut c).await }))
+            .await?;
+        Ok(replies.into_iter().filter(|r| *r == 1).count())
+    }
+
+    /// Which of these tables have no lease at all right now (one round trip).
+    pub async fn unleased(&self, tables: &[TableId]) -> Result<Vec<bool>, LeaseError> {
+        if tables.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for t in tables {
+            pipe.cmd("EXISTS").arg(self.lease_key(t));
+        }
+        let replies: Vec<i64> = self
+            .run(move |mut c| Box::pin(async move { pipe.query_async(&mut c).await }))
+            .await?;
+        Ok(replies.into_iter().map(|r| r == 0).collect())
+    }
+
+    /// Current holder of a table's lease, if any: `(owner, fence)`.
+    pub async fn holder(&self, table: &TableId) -> Result<Option<(String, Fence)>, LeaseError> {
+        let key = self.lease_key(table);
+        let v: Option<String> = self
+            .run(move |mut c| {
+                Box::pin(async move { redis::cmd("GET").arg(key).query_async(&mut c).await })
+            })
+            .await?;
+        Ok(v.and_then(|v| {
+            let (owner, fence) = v.split_once('|')?;
+            Some((owner.to_string(), Fence(fence.parse().ok()?)))
+        }))
+    }
+
+    pub async fn ping(&self) -> Result<(), LeaseError> {
+        let _: String = self
+            .run(|mut c| Box::pin(async move { redis::cmd("PING").query_async(&mut c).await }))
+            .await?;
+        Ok(())
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+/// A lease's local deadline: the instant after which this process may no
+/// longer act on the lease because it cannot prove it still holds it.
+/// Shared between the manager (which extends it on each confirmed renew) and
+/// the table (which checks it before dealing each hand).
+#[derive(Debug)]
+pub struct LeaseClock {
+    deadline_ms: AtomicU64,
+}
+
+impl LeaseClock {
+    /// `sent` is when the acquire or renew that was confirmed was *sent*:
+    /// Redis started its TTL no earlier than that, so the lease cannot have
+    /// expired before `sent + ttl`; the margin absorbs clock-rate drift
+    /// between this process and Redis.
+    pub fn new(sent: Instant, ttl: Duration) -> Arc<LeaseClock> {
+        let clock = Arc::new(LeaseClock {
+            deadline_ms: AtomicU64::new(0),
+        });
+        clock.confirm(sent, ttl);
+        clock
+    }
+
+    pub fn confirm(&self, sent: Instant, ttl: Duration) {
+        let deadline = since_base(sent) + (ttl - safety_margin(ttl)).as_millis() as u64;
+        self.deadline_ms.fetch_max(deadline, Ordering::AcqRel);
+    }
+
+    pub fn is_valid(&self, now: Instant) -> bool {
+        since_base(now) < self.deadline_ms.load(Ordering::Acquire)
+    }
+
+    pub fn remaining(&self, now: Instant) -> Duration {
+        Duration::from_millis(
+            self.deadline_ms
+                .load(Ordering::Acquire)
+                .saturating_sub(since_base(now)),
+        )
+    }
+
+    /// Makes the lease unusable at once (it was lost or released).
+    pub fn revoke(&self) {
+        self.deadline_ms.store(0, Ordering::Release);
+    }
+}
+
+pub fn safety_margin(ttl: Duration) -> Duration {
+    ttl / 5
+}
+
+fn base() -> Instant {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    // Leases are never confirmed before the process starts, so a base a
+    // little after the earliest `sent` only clamps to zero.
+    *BASE.get_or_init(Instant::now)
+}
+
+fn since_base(t: Instant) -> u64 {
+    t.saturating_duration_since(base()).as_millis() as u64 + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_clock_expires_before_the_ttl_runs_out() {
+        let ttl = Duration::from_millis(1000);
+        let sent = Instant::now();
+        let clock = LeaseClock::new(sent, ttl);
+        assert!(clock.is_valid(sent + Duration::from_millis(700)));
+        assert!(!clock.is_valid(sent + Duration::from_millis(850)));
+    }
+
+    #[test]
+    fn a_late_confirmation_of_an_older_send_never_shortens_the_deadline() {
+        let ttl = Duration::from_millis(1000);
+        let sent = Instant::now();
+        let clock = LeaseClock::new(sent + Duration::from_millis(500), ttl);
+        clock.confirm(sent, ttl);
+        assert!(clock.is_valid(sent + Duration::from_millis(1200)));
+    }
+
+    #[test]
+    fn revoked_clock_is_invalid_at_once() {
+        let clock = LeaseClock::new(Instant::now(), Duration::from_secs(10));
+        clock.revoke();
+        assert!(!clock.is_valid(Instant::now()));
+    }
+}

@@ -1,0 +1,26 @@
+//! pitboss: an actor-based game-server runtime in which every poker table
+//! has exactly one owner, and a stale owner can never pay anyone.
+//!
+//! # Layout
+//!
+//! - [`game`]: the hold'em rules, pure and deterministic.
+//! - [`lease`]: Redis ownership leases and fencing tokens.
+//! - [`store`]: Postgres; every write to a table's rows is fenced.
+//! - [`actors`]: `TableManager`, `Table`, `Heartbeat`.
+//! - [`ws`]: the WebSocket protocol and per-connection session actor.
+//! - [`http`]: health, readiness, metrics and the admin API.
+//! - [`config`], [`telemetry`], [`startup`], [`shutdown`]: the process.
+
+pub mod actors;
+pub mod auth;
+pub mod config;
+pub mod game;
+pub mod http;
+pub mod lease;
+pub mod runtime;
+pub mod shutdown;
+pub mod startup;
+pub mod store;
+pub mod telemetry;
+pub mod types;
+pub mod ws;

@@ -1,0 +1,80 @@
+//! What every actor and handler shares: settings, pools, signer, flags.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::watch;
+
+use crate::auth::TokenSigner;
+use crate::config::Settings;
+use crate::lease::LeaseClient;
+use crate::store::Store;
+
+pub struct Runtime {
+    pub settings: Settings,
+    pub store: Store,
+    pub lease: LeaseClient,
+    pub signer: TokenSigner,
+    pub metrics: PrometheusHandle,
+    draining: AtomicBool,
+    /// Flips to true when a drain starts; idle sessions close on it.
+    shutdown: watch::Sender<bool>,
+}
+
+impl Runtime {
+    pub fn new(
+        settings: Settings,
+        store: Store,
+        lease: LeaseClient,
+        signer: TokenSigner,
+        metrics: PrometheusHandle,
+    ) -> Runtime {
+        Runtime {
+            settings,
+            store,
+            lease,
+            signer,
+            metrics,
+            draining: AtomicBool::new(false),
+            shutdown: watch::channel(false).0,
+        }
+    }
+
+    pub fn instance_id(&self) -> &str {
+        self.settings.instance_id()
+    }
+
+    pub fn environment(&self) -> &str {
+        &self.settings.instance.environment
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::Release);
+        self.shutdown.send_replace(true);
+    }
+
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.settings.lease_ttl()
+    }
+
+    pub fn action_timeout(&self) -> Duration {
+        Duration::from_millis(self.settings.table.action_timeout_ms)
+    }
+
+    pub fn next_hand_delay(&self) -> Duration {
+        Duration::from_millis(self.settings.table.next_hand_delay_ms)
+    }
+
+    pub fn idle_evict(&self) -> Duration {
+        Duration::from_millis(self.settings.table.idle_evict_ms)
+    }
+}

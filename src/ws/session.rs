@@ -1,0 +1,223 @@
+//! One actor per WebSocket connection: validates every frame, forwards typed
+//! commands to its tables, relays what they send back.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use actix_web_actors::ws;
+use tracing::debug;
+
+use super::protocol::{self, ClientError, ClientFrame, Outbound};
+use crate::actors::table::{Act, Join, Leave, SessionId, Sit, Table, Unsubscribe};
+use crate::actors::table_manager::{HostError, LoadOrCreate, TableManager};
+use crate::game::PlayerId;
+use crate::runtime::Runtime;
+use crate::types::TableId;
+
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+const PING_EVERY: Duration = Duration::from_secs(10);
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct WsSession {
+    id: SessionId,
+    player: PlayerId,
+    rt: Arc<Runtime>,
+    manager: Addr<TableManager>,
+    tables: HashMap<TableId, Addr<Table>>,
+    last_heard: Instant,
+}
+
+impl WsSession {
+    pub fn new(player: PlayerId, rt: Arc<Runtime>, manager: Addr<TableManager>) -> WsSession {
+        WsSession {
+            id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
+            player,
+            rt,
+            manager,
+            tables: HashMap::new(),
+            last_heard: Instant::now(),
+        }
+    }
+
+    fn reject(&self, ctx: &mut ws::WebsocketContext<Self>, table: Option<&TableId>, e: &ClientError) {
+        metrics::counter!("pitboss_ws_frames_rejected_total", "code" => e.code).increment(1);
+        ctx.text(e.to_frame(table));
+    }
+
+    fn close_for_shutdown(ctx: &mut ws::WebsocketContext<Self>) {
+        ctx.close(Some(ws::CloseReason {
+            code: ws::CloseCode::Restart,
+            description: Some("server_shutdown".into()),
+        }));
+        ctx.stop();
+    }
+
+    fn on_frame(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
+        metrics::counter!("pitboss_ws_frames_in_total").increment(1);
+        let frame = match protocol::parse(text) {
+            Ok(f) => f,
+            Err(e) => return self.reject(ctx, None, &e),
+        };
+        match frame {
+            ClientFrame::Ping => ctx.text(r#"{"type":"pong"}"#),
+            ClientFrame::Join { table, since } => self.join(table, since, ctx),
+            other => self.forward(other, ctx),
+        }
+    }
+
+    fn join(&mut self, table: TableId, since: Option<u64>, ctx: &mut ws::WebsocketContext<Self>) {
+        let manager = self.manager.clone();
+        let msg_table = table.clone();
+        let join = Join {
+            session: self.id,
+            player: self.player.clone(),
+            since,
+            tx: ctx.address().recipient(),
+        };
+        // Frames of one session are handled in order: the next waits for
+        // this join, so a sit right after a join finds the table joined.
+        let fut = async move {
+            let addr = manager.send(LoadOrCreate { table: msg_table }).await.map_err(|_| {
+                ClientError::new("unavailable", "the server is stopping")
+            })?;
+            let addr = addr.map_err(|e| host_error(&e))?;
+            addr.send(join)
+                .await
+                .map_err(|_| ClientError::new("table_frozen", "the table stopped"))??;
+            Ok::<_, ClientError>(addr)
+        };
+        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| match res {
+            Ok(addr) => {
+                act.tables.insert(table, addr);
+            }
+            Err(e) => act.reject(ctx, Some(&table), &e),
+        }));
+    }
+
+    fn forward(&mut self, frame: ClientFrame, ctx: &mut ws::WebsocketContext<Self>) {
+        let Some(table) = frame.table().cloned() else { return };
+        let Some(addr) = self.tables.get(&table).cloned() else {
+            return self.reject(
+                ctx,
+                Some(&table),
+                &ClientError::new("not_joined", "join the table first"),
+            );
+        };
+        let player = self.player.clone();
+        let fut = async move {
+            let sent = match frame {
+                ClientFrame::Sit { seat, buy_in, .. } => addr.send(Sit { player, seat, buy_in }).await,
+                ClientFrame::Act { hand, action, .. } => addr.send(Act { player, hand, action }).await,
+                ClientFrame::Leave { .. } => addr.send(Leave { player }).await,
+                ClientFrame::Join { .. } | ClientFrame::Ping => return Ok(()),
+            };
+            sent.map_err(|_| ClientError::new("table_frozen", "the table stopped"))?
+        };
+        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
+            if let Err(e) = res {
+                if e.code == "table_frozen" {
+                    act.tables.remove(&table);
+                }
+                act.reject(ctx, Some(&table), &e);
+            }
+        }));
+    }
+}
+
+fn host_error(e: &HostError) -> ClientError {
+    let mut ce = ClientError::new(e.code(), e.to_string());
+    if let HostError::OwnedElsewhere { owner, .. } = e {
+        ce.owner = Some(owner.clone());
+    }
+    ce
+}
+
+impl Actor for WsSession {
+    type Context = ws::WebsocketContext<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        metrics::gauge!("pitboss_ws_connections").increment(1.0);
+        ctx.run_interval(PING_EVERY, |act, ctx| {
+            if act.last_heard.elapsed() > CLIENT_TIMEOUT {
+                debug!(player = %act.player.0, "websocket client timed out");
+                ctx.stop();
+                return;
+            }
+            ctx.ping(b"");
+        });
+        // Idle sessions close as soon as a drain starts; sessions at a table
+        // stay until their tables have finished their hands.
+        let mut shutdown = self.rt.shutdown_signal();
+        let watch = async move {
+            let _ = shutdown.wait_for(|draining| *draining).await;
+        };
+        ctx.spawn(watch.into_actor(self).map(|(), act, ctx| {
+            if act.tables.is_empty() {
+                Self::close_for_shutdown(ctx);
+            }
+        }));
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        metrics::gauge!("pitboss_ws_connections").decrement(1.0);
+        for addr in self.tables.values() {
+            addr.do_send(Unsubscribe { session: self.id });
+        }
+    }
+}
+
+impl Handler<Outbound> for WsSession {
+    type Result = ();
+
+    fn handle(&mut self, msg: Outbound, ctx: &mut Self::Context) {
+        match msg {
+            Outbound::Frame(text) => {
+                metrics::counter!("pitboss_ws_frames_out_total").increment(1);
+                ctx.text(&*text);
+            }
+            Outbound::Unsubscribed(table) => {
+                self.tables.remove(&table);
+            }
+            Outbound::Released(table) => {
+                self.tables.remove(&table);
+                if self.tables.is_empty() && self.rt.is_draining() {
+                    Self::close_for_shutdown(ctx);
+                }
+            }
+        }
+    }
+}
+
+impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
+    fn handle(&mut self, msg: Result<ws::Message, ws::ProtocolError>, ctx: &mut Self::Context) {
+        self.last_heard = Instant::now();
+        match msg {
+            Ok(ws::Message::Text(text)) => self.on_frame(&text, ctx),
+            Ok(ws::Message::Binary(_)) => {
+                self.reject(ctx, None, &ClientError::new("bad_json", "frames must be JSON text"));
+            }
+            Ok(ws::Message::Ping(p)) => ctx.pong(&p),
+            Ok(ws::Message::Pong(_)) => {}
+            Ok(ws::Message::Close(reason)) => {
+                ctx.close(reason);
+                ctx.stop();
+            }
+            Ok(ws::Message::Continuation(_)) | Ok(ws::Message::Nop) => {}
+            Err(ws::ProtocolError::Overflow) => {
+                ctx.close(Some(ws::CloseReason {
+                    code: ws::CloseCode::Size,
+                    description: Some("frame_too_large".into()),
+                }));
+                ctx.stop();
+            }
+            Err(e) => {
+                debug!(error = %e, "websocket protocol error");
+                ctx.stop();
+            }
+        }
+    }
+}
