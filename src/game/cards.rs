@@ -255,7 +255,10 @@ mod tests {
             assert_eq!(serde_json::from_str::<Card>(&json).expect("parse"), card);
         }
         assert_eq!("Ah".parse::<Card>(), Ok(Card::new(Rank::Ace, Suit::Hearts)));
-        assert_eq!("Td".parse::<Card>(), Ok(Card::new(Rank::Ten, Suit::Diamonds)));
+        assert_eq!(
+            "Td".parse::<Card>(),
+            Ok(Card::new(Rank::Ten, Suit::Diamonds))
+        );
     }
 
     #[test]

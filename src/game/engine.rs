@@ -192,11 +192,11 @@ fn next_after(sorted: &[SeatNo], after: Option<SeatNo>) -> Option<SeatNo> {
     }
 }
 
-/// `seats` reordered clockwise starting just after `button` (so the button
-/// itself comes last).
-fn clockwise_from_button(seats: &[SeatNo], button: SeatNo) -> Vec<SeatNo> {
-    let mut v: Vec<SeatNo> = seats.iter().copied().filter(|&s| s > button).collect();
-    v.extend(seats.iter().copied().filter(|&s| s <= button));
+/// `seats` (sorted) reordered clockwise starting just after `start`, so
+/// `start` itself, if present, comes last.
+fn clockwise_after(seats: &[SeatNo], start: SeatNo) -> Vec<SeatNo> {
+    let mut v: Vec<SeatNo> = seats.iter().copied().filter(|&s| s > start).collect();
+    v.extend(seats.iter().copied().filter(|&s| s <= start));
     v
 }
 
@@ -297,7 +297,10 @@ impl Game {
 
     /// The board of the hand in progress (empty between hands).
     pub fn board(&self) -> Vec<Card> {
-        self.hand.as_ref().map(|h| h.board.clone()).unwrap_or_default()
+        self.hand
+            .as_ref()
+            .map(|h| h.board.clone())
+            .unwrap_or_default()
     }
 
     pub fn legal_actions(&self) -> Vec<LegalAction> {
@@ -423,10 +426,7 @@ impl Game {
         you: Option<SeatNo>,
     ) -> Option<[Card; 2]> {
         let r = self.reveal.as_ref()?;
-        let (_, _, cards) = r
-            .holes
-            .iter()
-            .find(|(s, p, _)| *s == seat && p == player)?;
+        let (_, _, cards) = r.holes.iter().find(|(s, p, _)| *s == seat && p == player)?;
         (you == Some(seat) || r.shown.contains(&seat)).then_some(*cards)
     }
 
@@ -498,9 +498,7 @@ impl Game {
             Command::Timeout { hand, seat } => {
                 self.check_turn(hand, seat)?;
                 let h = self.hand_ref()?;
-                let owes = h
-                    .player(seat)
-                    .is_some_and(|p| p.bet < h.current_bet);
+                let owes = h.player(seat).is_some_and(|p| p.bet < h.current_bet);
                 let action = if owes { Action::Fold } else { Action::Check };
                 self.act(seat, action, ev)
             }
@@ -650,7 +648,7 @@ impl Game {
         // Hole cards are dealt as consecutive pairs, starting with the seat
         // after the button; with a uniformly shuffled deck this is as fair as
         // dealing one card at a time and easier to audit.
-        let order = clockwise_from_button(&dealt, button);
+        let order = clockwise_after(&dealt, button);
         let mut players = Vec::with_capacity(dealt.len());
         for (k, &seat) in order.iter().enumerate() {
             players.push(Player {
@@ -753,7 +751,12 @@ impl Game {
 
     /// Moves `amount` from the seat's stack into the hand, marking the player
     /// all-in when the stack runs out.
-    fn move_to_pot(&mut self, seat: SeatNo, amount: Chips, live_bet: bool) -> Result<(), RuleError> {
+    fn move_to_pot(
+        &mut self,
+        seat: SeatNo,
+        amount: Chips,
+        live_bet: bool,
+    ) -> Result<(), RuleError> {
         let i = self.check_seat_range(seat)?;
         let o = self.seats[i].as_mut().ok_or(RuleError::NotSeated)?;
         let hand = self.hand.as_mut().ok_or(RuleError::NoHandInProgress)?;
@@ -911,7 +914,9 @@ impl Game {
                 // may be a short raise.
                 let short_all_in = x == all_in && x > current;
                 if x < min && !short_all_in {
-                    return Err(RuleError::BadAmount(format!("the minimum raise is to {min}")));
+                    return Err(RuleError::BadAmount(format!(
+                        "the minimum raise is to {min}"
+                    )));
                 }
                 Resolved::Put {
                     kind: ActionKind::Raise,
@@ -997,7 +1002,7 @@ impl Game {
             }
             if !hand.round_complete() {
                 let seats: Vec<SeatNo> = hand.players.iter().map(|p| p.seat).collect();
-                let next = clockwise_from_button(&seats, from)
+                let next = clockwise_after(&seats, from)
                     .into_iter()
                     .find(|&s| hand.player(s).is_some_and(|p| hand.needs_action(p)))
                     .ok_or_else(|| RuleError::Internal("open round with nobody to act".into()))?;
@@ -1084,7 +1089,7 @@ impl Game {
 
         let order: Vec<SeatNo> = {
             let seats: Vec<SeatNo> = hand.players.iter().map(|p| p.seat).collect();
-            clockwise_from_button(&seats, hand.button)
+            clockwise_after(&seats, hand.button)
         };
         let mut awards = Vec::new();
         for pot in pots::build_pots(&stakes)? {
@@ -1213,14 +1218,14 @@ fn show_order(hand: &Hand, ranks: &[(SeatNo, HandRank)]) -> Vec<SeatNo> {
     let first = hand
         .last_aggressor
         .filter(|s| live.contains(s))
-        .or_else(|| clockwise_from_button(&live, hand.button).first().copied());
+        .or_else(|| clockwise_after(&live, hand.button).first().copied());
     let Some(first) = first else {
         return Vec::new();
     };
-    // `clockwise_from_button(live, x)` starts after x; put `first` in front.
+    // `clockwise_after` puts `first` last; it belongs in front.
     let mut order = vec![first];
     order.extend(
-        clockwise_from_button(&live, first)
+        clockwise_after(&live, first)
             .into_iter()
             .filter(|&s| s != first),
     );

@@ -150,6 +150,29 @@ const CARD_BITS: [u64; 52] = {
     t
 };
 
+/// For every 13-bit rank mask, the indices of its five highest ranks packed
+/// as nibbles, highest at bits 16..20: exactly the kicker layout of
+/// `HandRank`, so kickers cost a load and a shift instead of a loop.
+static TOP5: [u32; 8192] = {
+    let mut t = [0u32; 8192];
+    let mut m = 0;
+    while m < 8192 {
+        let mut v = 0u32;
+        let mut k = 0;
+        let mut r = 13;
+        while r > 0 && k < 5 {
+            r -= 1;
+            if m & (1 << r) != 0 {
+                v |= (r as u32) << (16 - 4 * k);
+                k += 1;
+            }
+        }
+        t[m] = v;
+        m += 1;
+    }
+    t
+};
+
 const WHEEL: u32 = 0b1_0000_0000_1111;
 
 /// Top card index of the best straight in `m`, if any.
@@ -170,104 +193,132 @@ fn high_bit(m: u32) -> u32 {
     31 - m.leading_zeros()
 }
 
-/// Writes the indices of the `n` highest set bits of `m` into `out` (in
-/// descending order) and returns how many were written.
+/// More than one bit set.
 #[inline]
-fn top_bits(mut m: u32, n: usize, out: &mut [u32; 5]) -> usize {
-    let mut k = 0;
-    while k < n && m != 0 {
-        let b = high_bit(m);
-        out[k] = b;
-        m &= !(1 << b);
-        k += 1;
-    }
-    k
+fn several(m: u32) -> bool {
+    m & m.wrapping_sub(1) != 0
+}
+
+/// The `n` highest ranks of `m` as kicker nibbles placed after `lead`
+/// already-used nibbles.
+#[inline]
+fn kickers(m: u32, lead: u32, n: u32) -> u32 {
+    let packed = TOP5[(m & 0x1FFF) as usize] >> (4 * lead);
+    let hi = 20 - 4 * lead;
+    let lo = 20 - 4 * (lead + n);
+    packed & ((1 << hi) - (1 << lo))
 }
 
 #[inline]
-fn with_kickers(cat: Category, lead: &[u32], kicker_mask: u32, kickers: usize) -> HandRank {
-    let mut r = [0u32; 5];
-    r[..lead.len()].copy_from_slice(lead);
-    let mut k = [0u32; 5];
-    let n = top_bits(kicker_mask, kickers, &mut k);
-    r[lead.len()..lead.len() + n].copy_from_slice(&k[..n]);
-    HandRank::from_parts(cat, &r)
+fn packed(cat: Category, ranks: u32) -> HandRank {
+    HandRank(((cat as u32) << CAT_SHIFT) | ranks)
 }
 
 #[inline]
 fn flush_rank(m: u32) -> HandRank {
     match straight_top(m) {
-        Some(top) => HandRank::from_parts(Category::StraightFlush, &[top]),
-        None => with_kickers(Category::Flush, &[], m, 5),
+        Some(top) => packed(Category::StraightFlush, top << 16),
+        None => packed(Category::Flush, TOP5[(m & 0x1FFF) as usize]),
     }
 }
 
-/// Best hand from the packed suit lanes (see `CARD_BITS`).
+/// Best non-flush hand from the four suit masks.
 #[inline]
-fn eval_lanes(bits: u64, few_cards: bool) -> HandRank {
-    let c = (bits & 0x1FFF) as u32;
-    let d = ((bits >> 16) & 0x1FFF) as u32;
-    let h = ((bits >> 32) & 0x1FFF) as u32;
-    let s = ((bits >> 48) & 0x1FFF) as u32;
-
-    let mut best_flush: Option<HandRank> = None;
-    for m in [c, d, h, s] {
-        if m.count_ones() >= 5 {
-            let r = flush_rank(m);
-            // With seven cards or fewer, a flush rules out quads and full
-            // houses (they would need at least eight cards), so the flush is
-            // the answer and only one suit can have five cards.
-            if few_cards {
-                return r;
-            }
-            best_flush = best_flush.max(Some(r));
-        }
-    }
-
+fn rank_suits(c: u32, d: u32, h: u32, s: u32) -> HandRank {
     let ranks = c | d | h | s;
     let four = c & d & h & s;
+    // A rank is held at least three times exactly when it is in at least
+    // three suits, which these two pairwise tests capture together.
     let three_plus = ((c & d) | (h & s)) & ((c & h) | (d & s));
     let odd = c ^ d ^ h ^ s;
     let three = three_plus & !four;
     let two = ranks & !odd & !four;
 
-    let plain = if four != 0 {
+    if four != 0 {
         let q = high_bit(four);
-        with_kickers(Category::FourOfAKind, &[q], ranks & !(1 << q), 1)
-    } else if three != 0 && (two != 0 || three.count_ones() >= 2) {
+        packed(
+            Category::FourOfAKind,
+            (q << 16) | kickers(ranks & !(1 << q), 1, 1),
+        )
+    } else if three != 0 && (two != 0 || several(three)) {
         let t = high_bit(three);
         let p = high_bit((three & !(1 << t)) | two);
-        HandRank::from_parts(Category::FullHouse, &[t, p])
+        packed(Category::FullHouse, (t << 16) | (p << 12))
     } else if let Some(top) = straight_top(ranks) {
-        HandRank::from_parts(Category::Straight, &[top])
+        packed(Category::Straight, top << 16)
     } else if three != 0 {
         let t = high_bit(three);
-        with_kickers(Category::ThreeOfAKind, &[t], ranks & !(1 << t), 2)
-    } else if two.count_ones() >= 2 {
+        packed(
+            Category::ThreeOfAKind,
+            (t << 16) | kickers(ranks & !(1 << t), 1, 2),
+        )
+    } else if several(two) {
         let p1 = high_bit(two);
         let p2 = high_bit(two & !(1 << p1));
         let rest = ranks & !(1 << p1) & !(1 << p2);
-        with_kickers(Category::TwoPair, &[p1, p2], rest, 1)
+        packed(
+            Category::TwoPair,
+            (p1 << 16) | (p2 << 12) | kickers(rest, 2, 1),
+        )
     } else if two != 0 {
         let p = high_bit(two);
-        with_kickers(Category::OnePair, &[p], ranks & !(1 << p), 3)
+        packed(
+            Category::OnePair,
+            (p << 16) | kickers(ranks & !(1 << p), 1, 3),
+        )
     } else {
-        with_kickers(Category::HighCard, &[], ranks, 5)
-    };
-    match best_flush {
-        Some(f) if f > plain => f,
-        _ => plain,
+        packed(Category::HighCard, TOP5[(ranks & 0x1FFF) as usize])
     }
+}
+
+#[inline]
+fn lanes(bits: u64) -> [u32; 4] {
+    [0, 16, 32, 48].map(|shift| ((bits >> shift) & 0x1FFF) as u32)
+}
+
+/// Seven cards or fewer: at most one suit can hold five, and a flush rules
+/// out quads and full houses (they would need at least eight cards), so a
+/// flush is the answer as soon as it is seen. `suit_counts` holds one 4-bit
+/// count per suit.
+#[inline]
+fn eval_up_to_seven(bits: u64, suit_counts: u32) -> HandRank {
+    let [c, d, h, s] = lanes(bits);
+    // Adding 3 to each count (at most 7) sets a nibble's top bit exactly
+    // when that suit has five or more cards.
+    let flush = (suit_counts + 0x3333) & 0x8888;
+    if flush != 0 {
+        let shift = (flush.trailing_zeros() / 4) * 16;
+        return flush_rank(((bits >> shift) & 0x1FFF) as u32);
+    }
+    rank_suits(c, d, h, s)
+}
+
+/// Any number of cards: flushes in several suits and quads or full houses
+/// next to a flush are possible, so every candidate is ranked.
+fn eval_many(bits: u64) -> HandRank {
+    let [c, d, h, s] = lanes(bits);
+    [c, d, h, s]
+        .into_iter()
+        .filter(|m| m.count_ones() >= 5)
+        .map(flush_rank)
+        .fold(rank_suits(c, d, h, s), HandRank::max)
+}
+
+#[inline]
+fn suit_count(c: Card) -> u32 {
+    1 << ((c.index() & 3) * 4)
 }
 
 /// Best five-card hand out of seven cards. The cards must be distinct.
 #[inline]
 pub fn evaluate7(cards: &[Card; 7]) -> HandRank {
     let mut bits = 0u64;
-    for c in cards {
+    let mut counts = 0u32;
+    for &c in cards {
         bits |= CARD_BITS[usize::from(c.index())];
+        counts += suit_count(c);
     }
-    eval_lanes(bits, true)
+    eval_up_to_seven(bits, counts)
 }
 
 /// Best five-card hand out of the given distinct cards. Meant for 5..=7
@@ -278,7 +329,12 @@ pub fn evaluate(cards: &[Card]) -> HandRank {
     for c in cards {
         bits |= CARD_BITS[usize::from(c.index())];
     }
-    eval_lanes(bits, cards.len() <= 7)
+    if cards.len() <= 7 {
+        let counts = cards.iter().map(|&c| suit_count(c)).sum();
+        eval_up_to_seven(bits, counts)
+    } else {
+        eval_many(bits)
+    }
 }
 
 /// Slow, obviously correct reference evaluator: ranks every five-card subset
@@ -314,7 +370,7 @@ pub fn evaluate_reference(cards: &[Card]) -> HandRank {
 }
 
 fn rank_five_by_sorting(cards: &[Card; 5]) -> HandRank {
-    let mut ranks: Vec<u32> = cards.iter().map(|c| u32::from(c.rank().index())).collect();
+    let mut ranks = cards.map(|c| u32::from(c.rank().index()));
     ranks.sort_unstable_by(|a, b| b.cmp(a));
     let flush = cards.iter().all(|c| c.suit() == cards[0].suit());
     let distinct = ranks.windows(2).all(|w| w[0] != w[1]);
@@ -326,17 +382,26 @@ fn rank_five_by_sorting(cards: &[Card; 5]) -> HandRank {
         None
     };
     // (count, rank) groups, biggest group first, then highest rank.
-    let mut groups: Vec<(u32, u32)> = Vec::new();
+    let mut groups = [(0u32, 0u32); 5];
+    let mut n = 0;
     for &r in &ranks {
-        match groups.iter_mut().find(|g| g.1 == r) {
+        match groups[..n].iter_mut().find(|g| g.1 == r) {
             Some(g) => g.0 += 1,
-            None => groups.push((1, r)),
+            None => {
+                groups[n] = (1, r);
+                n += 1;
+            }
         }
     }
+    let groups = &mut groups[..n];
     groups.sort_unstable_by(|a, b| b.cmp(a));
-    let lead: Vec<u32> = groups.iter().map(|g| g.1).collect();
-    let shape: Vec<u32> = groups.iter().map(|g| g.0).collect();
-    let cat = match (straight_top, flush, shape.as_slice()) {
+    let mut shape = [0u32; 5];
+    let mut lead = [0u32; 5];
+    for (i, g) in groups.iter().enumerate() {
+        shape[i] = g.0;
+        lead[i] = g.1;
+    }
+    let cat = match (straight_top, flush, &shape[..n]) {
         (Some(_), true, _) => Category::StraightFlush,
         (_, _, [4, 1]) => Category::FourOfAKind,
         (_, _, [3, 2]) => Category::FullHouse,
@@ -351,7 +416,7 @@ fn rank_five_by_sorting(cards: &[Card; 5]) -> HandRank {
         (Category::StraightFlush | Category::Straight, Some(top)) => {
             HandRank::from_parts(cat, &[top])
         }
-        _ => HandRank::from_parts(cat, &lead),
+        _ => HandRank::from_parts(cat, &lead[..n]),
     }
 }
 
@@ -375,17 +440,57 @@ mod tests {
     #[test]
     fn categories_are_recognised_and_described() {
         let cases = [
-            ("Ah Kh Qh Jh Th 2c 3d", Category::StraightFlush, "royal flush"),
-            ("9s 8s 7s 6s 5s As Ad", Category::StraightFlush, "straight flush, nine high"),
-            ("5d 4d 3d 2d Ad Kc Kh", Category::StraightFlush, "straight flush, five high"),
-            ("9c 9d 9h 9s Kd 2c 3c", Category::FourOfAKind, "four of a kind, nines"),
-            ("Kc Kd Kh 7s 7d 2c 3c", Category::FullHouse, "full house, kings over sevens"),
-            ("Kc Kd Kh 7s 7d 7c 3c", Category::FullHouse, "full house, kings over sevens"),
+            (
+                "Ah Kh Qh Jh Th 2c 3d",
+                Category::StraightFlush,
+                "royal flush",
+            ),
+            (
+                "9s 8s 7s 6s 5s As Ad",
+                Category::StraightFlush,
+                "straight flush, nine high",
+            ),
+            (
+                "5d 4d 3d 2d Ad Kc Kh",
+                Category::StraightFlush,
+                "straight flush, five high",
+            ),
+            (
+                "9c 9d 9h 9s Kd 2c 3c",
+                Category::FourOfAKind,
+                "four of a kind, nines",
+            ),
+            (
+                "Kc Kd Kh 7s 7d 2c 3c",
+                Category::FullHouse,
+                "full house, kings over sevens",
+            ),
+            (
+                "Kc Kd Kh 7s 7d 7c 3c",
+                Category::FullHouse,
+                "full house, kings over sevens",
+            ),
             ("Ac Tc 7c 5c 2c Kd Kh", Category::Flush, "flush, ace high"),
-            ("Tc 9d 8h 7s 6c 2d 2h", Category::Straight, "straight, ten high"),
-            ("Ac 2d 3h 4s 5c Kd Kh", Category::Straight, "straight, five high"),
-            ("Qc Qd Qh 7s 5d 2c 3h", Category::ThreeOfAKind, "three of a kind, queens"),
-            ("Jc Jd 6h 6s 5d 2c 3h", Category::TwoPair, "two pair, jacks and sixes"),
+            (
+                "Tc 9d 8h 7s 6c 2d 2h",
+                Category::Straight,
+                "straight, ten high",
+            ),
+            (
+                "Ac 2d 3h 4s 5c Kd Kh",
+                Category::Straight,
+                "straight, five high",
+            ),
+            (
+                "Qc Qd Qh 7s 5d 2c 3h",
+                Category::ThreeOfAKind,
+                "three of a kind, queens",
+            ),
+            (
+                "Jc Jd 6h 6s 5d 2c 3h",
+                Category::TwoPair,
+                "two pair, jacks and sixes",
+            ),
             ("Ac Ad 9h 6s 5d 2c 3h", Category::OnePair, "one pair, aces"),
             ("Ac Jd 9h 6s 5d 2c 3h", Category::HighCard, "high card, ace"),
         ];

@@ -125,9 +125,18 @@ mod tests {
         assert_eq!(
             pots,
             vec![
-                Pot { amount: Chips(200), eligible: vec![0, 1, 2, 3] },
-                Pot { amount: Chips(150), eligible: vec![1, 2, 3] },
-                Pot { amount: Chips(200), eligible: vec![2, 3] },
+                Pot {
+                    amount: Chips(200),
+                    eligible: vec![0, 1, 2, 3]
+                },
+                Pot {
+                    amount: Chips(150),
+                    eligible: vec![1, 2, 3]
+                },
+                Pot {
+                    amount: Chips(200),
+                    eligible: vec![2, 3]
+                },
             ]
         );
     }
@@ -139,17 +148,33 @@ mod tests {
         assert_eq!(
             pots,
             vec![
-                Pot { amount: Chips(150), eligible: vec![1, 2] },
-                Pot { amount: Chips(80), eligible: vec![2] },
+                Pot {
+                    amount: Chips(150),
+                    eligible: vec![1, 2]
+                },
+                Pot {
+                    amount: Chips(80),
+                    eligible: vec![2]
+                },
             ]
         );
     }
 
     #[test]
     fn folded_chips_above_every_live_stake_are_dead_money_in_the_top_pot() {
-        let stakes = [stake(0, 300, false), stake(1, 100, true), stake(2, 100, true)];
+        let stakes = [
+            stake(0, 300, false),
+            stake(1, 100, true),
+            stake(2, 100, true),
+        ];
         let pots = build_pots(&stakes).expect("pots");
-        assert_eq!(pots, vec![Pot { amount: Chips(500), eligible: vec![1, 2] }]);
+        assert_eq!(
+            pots,
+            vec![Pot {
+                amount: Chips(500),
+                eligible: vec![1, 2]
+            }]
+        );
         assert_eq!(uncalled(&stakes), None);
     }
 
@@ -163,8 +188,14 @@ mod tests {
 
     #[test]
     fn odd_chips_go_to_the_first_winner_in_the_given_order() {
-        assert_eq!(split(Chips(10), &[4, 1, 2]), vec![(4, Chips(4)), (1, Chips(3)), (2, Chips(3))]);
-        assert_eq!(split(Chips(9), &[4, 1, 2]), vec![(4, Chips(3)), (1, Chips(3)), (2, Chips(3))]);
+        assert_eq!(
+            split(Chips(10), &[4, 1, 2]),
+            vec![(4, Chips(4)), (1, Chips(3)), (2, Chips(3))]
+        );
+        assert_eq!(
+            split(Chips(9), &[4, 1, 2]),
+            vec![(4, Chips(3)), (1, Chips(3)), (2, Chips(3))]
+        );
         assert_eq!(split(Chips(1), &[2, 0]), vec![(2, Chips(1)), (0, Chips(0))]);
     }
 }

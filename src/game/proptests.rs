@@ -145,7 +145,11 @@ impl Harness {
                 _ => {}
             }
         }
-        assert_eq!(i128::from(self.game.total_chips().0), expected, "chips after {cmd:?}");
+        assert_eq!(
+            i128::from(self.game.total_chips().0),
+            expected,
+            "chips after {cmd:?}"
+        );
 
         if matches!(cmd, Command::Act { .. } | Command::Timeout { .. }) {
             self.ledger.actions += 1;
@@ -274,12 +278,21 @@ impl Harness {
             } else {
                 put_in(r.seat).saturating_sub(others_max)
             };
-            assert_eq!(returned, i128::from(expected), "returned to seat {}", r.seat);
+            assert_eq!(
+                returned,
+                i128::from(expected),
+                "returned to seat {}",
+                r.seat
+            );
             returned_total += expected;
         }
         let pots: u64 = s.pots.iter().map(|p| p.amount.0).sum();
         let committed: u64 = self.ledger.put_in.values().sum();
-        assert_eq!(pots + returned_total, committed, "pots must hold what went in");
+        assert_eq!(
+            pots + returned_total,
+            committed,
+            "pots must hold what went in"
+        );
     }
 
     fn check_views(&self) {
@@ -327,7 +340,9 @@ impl Harness {
                     format!("new{}", self.next_player)
                 };
                 let cfg = self.game.config().clone();
-                let stack = self.rng.gen_range(cfg.min_buy_in.0 - 1..=cfg.max_buy_in.0 + 1);
+                let stack = self
+                    .rng
+                    .gen_range(cfg.min_buy_in.0 - 1..=cfg.max_buy_in.0 + 1);
                 Command::Sit {
                     seat,
                     player: PlayerId(name),
@@ -429,7 +444,11 @@ impl Harness {
         let can = self.game.can_start_hand();
         let deck = shuffled_deck(&mut self.rng);
         let r = self.apply(Command::StartHand { deck });
-        assert_eq!(r.is_ok(), can, "can_start_hand disagrees with StartHand: {r:?}");
+        assert_eq!(
+            r.is_ok(),
+            can,
+            "can_start_hand disagrees with StartHand: {r:?}"
+        );
     }
 
     fn step_in_hand(&mut self, probes: bool) {
@@ -454,7 +473,10 @@ impl Harness {
         let legal = self.game.legal_actions();
         let accepted = self.apply(cmd.clone()).is_ok();
         if let (true, Command::Act { action, .. }) = (accepted, cmd) {
-            assert!(covered(action, &legal), "{action:?} accepted but not offered in {legal:?}");
+            assert!(
+                covered(action, &legal),
+                "{action:?} accepted but not offered in {legal:?}"
+            );
         }
     }
 

@@ -206,13 +206,23 @@ pub enum LegalAction {
     Fold,
     Check,
     /// `amount`: chips the call adds.
-    Call { amount: Chips },
+    Call {
+        amount: Chips,
+    },
     /// Street totals ("bet to").
-    Bet { min: Chips, max: Chips },
+    Bet {
+        min: Chips,
+        max: Chips,
+    },
     /// Street totals ("raise to").
-    Raise { min: Chips, max: Chips },
+    Raise {
+        min: Chips,
+        max: Chips,
+    },
     /// `amount`: the player's street total once all-in.
-    AllIn { amount: Chips },
+    AllIn {
+        amount: Chips,
+    },
 }
 
 /// The facts of an ended hand, for the caller to record as one ledger

@@ -60,7 +60,12 @@ impl TableConfig {
         }
         // A full table of maximum buy-ins must be countable without overflow,
         // so that chip totals can never overflow in normal play.
-        if self.max_buy_in.0.checked_mul(u64::from(self.seats)).is_none() {
+        if self
+            .max_buy_in
+            .0
+            .checked_mul(u64::from(self.seats))
+            .is_none()
+        {
             return bad("max_buy_in is too large");
         }
         Ok(())

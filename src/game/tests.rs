@@ -167,9 +167,7 @@ fn heads_up_button_posts_small_blind_and_acts_first_preflop() {
                 min: Chips(4),
                 max: Chips(100)
             },
-            LegalAction::AllIn {
-                amount: Chips(100)
-            },
+            LegalAction::AllIn { amount: Chips(100) },
         ]
     );
     assert!(matches!(
@@ -193,12 +191,18 @@ fn heads_up_big_blind_acts_first_after_the_flop() {
 
 #[test]
 fn blinds_sit_left_of_the_button_and_the_seat_after_the_big_blind_acts_first() {
-    let mut g = table(config(9, 5, 10, 0), &[(1, 500), (4, 500), (6, 500), (8, 500)]);
+    let mut g = table(
+        config(9, 5, 10, 0),
+        &[(1, 500), (4, 500), (6, 500), (8, 500)],
+    );
     let ev = start(&mut g, standard_deck());
     assert_eq!(g.button(), Some(1));
     assert_eq!(
         actions(&ev),
-        vec![(4, ActionKind::SmallBlind, 5), (6, ActionKind::BigBlind, 10)]
+        vec![
+            (4, ActionKind::SmallBlind, 5),
+            (6, ActionKind::BigBlind, 10)
+        ]
     );
     assert_eq!(g.to_act(), Some(8));
     // After the flop the first live seat after the button starts.
@@ -212,7 +216,10 @@ fn blinds_sit_left_of_the_button_and_the_seat_after_the_big_blind_acts_first() {
 
 #[test]
 fn button_moves_clockwise_to_the_next_dealt_in_seat_skipping_empty_and_sitting_out_seats() {
-    let mut g = table(config(6, 1, 2, 0), &[(0, 100), (2, 100), (3, 100), (5, 100)]);
+    let mut g = table(
+        config(6, 1, 2, 0),
+        &[(0, 100), (2, 100), (3, 100), (5, 100)],
+    );
     g.apply(Command::SitOut { seat: 3 }).expect("sit out");
     let mut buttons = Vec::new();
     for _ in 0..4 {
@@ -226,7 +233,11 @@ fn button_moves_clockwise_to_the_next_dealt_in_seat_skipping_empty_and_sitting_o
 
 #[test]
 fn resumed_table_moves_the_button_on_from_the_persisted_one() {
-    let seats = vec![(1, pid("a"), Chips(50)), (4, pid("b"), Chips(50)), (7, pid("c"), Chips(50))];
+    let seats = vec![
+        (1, pid("a"), Chips(50)),
+        (4, pid("b"), Chips(50)),
+        (7, pid("c"), Chips(50)),
+    ];
     let mut g = Game::resume(config(9, 1, 2, 0), 41, Some(4), seats).expect("resume");
     assert_eq!(g.hand_no(), 41);
     assert!(g.can_start_hand());
@@ -263,10 +274,7 @@ fn antes_are_posted_by_every_dealt_in_player_before_the_blinds() {
     assert_eq!((stack(&g, 0), stack(&g, 1), stack(&g, 2)), (99, 98, 97));
     assert_eq!(g.total_chips(), total);
     // Antes are dead money: they do not count towards the call.
-    assert_eq!(
-        g.legal_actions()[1],
-        LegalAction::Call { amount: Chips(2) }
-    );
+    assert_eq!(g.legal_actions()[1], LegalAction::Call { amount: Chips(2) });
 }
 
 #[test]
@@ -299,15 +307,9 @@ fn a_short_big_blind_must_still_be_called_in_full() {
     let ev = start(&mut g, standard_deck());
     assert!(actions(&ev).contains(&(2, ActionKind::BigBlind, 1)));
     assert_eq!(g.to_act(), Some(0));
-    assert_eq!(
-        g.legal_actions()[1],
-        LegalAction::Call { amount: Chips(2) }
-    );
+    assert_eq!(g.legal_actions()[1], LegalAction::Call { amount: Chips(2) });
     act(&mut g, 0, Action::Call);
-    assert_eq!(
-        g.legal_actions()[1],
-        LegalAction::Call { amount: Chips(1) }
-    );
+    assert_eq!(g.legal_actions()[1], LegalAction::Call { amount: Chips(1) });
 }
 
 #[test]
@@ -354,7 +356,11 @@ fn minimum_bet_is_the_big_blind() {
         seat: 1,
         action: Action::Bet(Chips(x)),
     };
-    refused(&mut g, bet(1), RuleError::BadAmount("the minimum bet is 2".into()));
+    refused(
+        &mut g,
+        bet(1),
+        RuleError::BadAmount("the minimum bet is 2".into()),
+    );
     refused(&mut g, bet(99), RuleError::InsufficientChips);
     refused(
         &mut g,
@@ -498,7 +504,10 @@ fn remaining_streets_are_dealt_without_betting_once_at_most_one_player_can_act()
     start(&mut g, standard_deck());
     act(&mut g, 0, Action::AllIn);
     let ev = act(&mut g, 1, Action::Call);
-    assert_eq!(streets(&ev), vec![Street::Flop, Street::Turn, Street::River]);
+    assert_eq!(
+        streets(&ev),
+        vec![Street::Flop, Street::Turn, Street::River]
+    );
     assert!(!ev.iter().any(|e| matches!(e.kind, EventKind::Turn { .. })));
     assert!(matches!(
         ev.last().map(|e| &e.kind),
@@ -603,10 +612,14 @@ fn timeout_checks_when_checking_is_legal_and_folds_otherwise() {
         RuleError::NotYourTurn,
     );
     act(&mut g, 0, Action::Call);
-    let ev = g.apply(Command::Timeout { hand, seat: 1 }).expect("timeout");
+    let ev = g
+        .apply(Command::Timeout { hand, seat: 1 })
+        .expect("timeout");
     assert_eq!(actions(&ev)[0], (1, ActionKind::Check, 2));
     act(&mut g, 1, Action::Bet(Chips(10)));
-    let ev = g.apply(Command::Timeout { hand, seat: 0 }).expect("timeout");
+    let ev = g
+        .apply(Command::Timeout { hand, seat: 0 })
+        .expect("timeout");
     assert_eq!(actions(&ev)[0], (0, ActionKind::Fold, 0));
     assert!(!g.hand_in_progress());
 }
@@ -623,7 +636,11 @@ fn leaving_mid_hand_folds_at_once_and_vacates_the_seat_when_the_hand_ends() {
     assert_eq!(actions(&ev), vec![(1, ActionKind::Fold, 1)]);
     assert_eq!(g.seat_of(&pid("p1")), Some(1));
     assert_eq!(g.to_act(), Some(0));
-    refused(&mut g, Command::SitIn { seat: 1 }, RuleError::IllegalAction("the player is leaving this seat".into()));
+    refused(
+        &mut g,
+        Command::SitIn { seat: 1 },
+        RuleError::IllegalAction("the player is leaving this seat".into()),
+    );
     // Nobody may take the seat or re-seat the player before the hand ends.
     refused(
         &mut g,
@@ -721,7 +738,11 @@ fn leaving_between_hands_or_when_not_dealt_in_vacates_at_once() {
     let ev = g.apply(Command::Leave { seat: 2 }).expect("leave");
     assert!(matches!(ev[0].kind, EventKind::Left { seat: 2, .. }));
     refused(&mut g, Command::Leave { seat: 2 }, RuleError::NotSeated);
-    refused(&mut g, Command::Leave { seat: 6 }, RuleError::SeatOutOfRange);
+    refused(
+        &mut g,
+        Command::Leave { seat: 6 },
+        RuleError::SeatOutOfRange,
+    );
 }
 
 #[test]
@@ -737,7 +758,10 @@ fn sitting_out_players_and_empty_stacks_are_not_dealt_in() {
         })
         .collect();
     assert_eq!(dealt, vec![0, 2]);
-    assert!(!g.seats().iter().any(|s| s.in_hand && (s.seat == 1 || s.seat == 3)));
+    assert!(!g
+        .seats()
+        .iter()
+        .any(|s| s.in_hand && (s.seat == 1 || s.seat == 3)));
     fold_around(&mut g);
     // Sitting back in counts from the next hand.
     let ev = g.apply(Command::SitIn { seat: 3 }).expect("sit in");
@@ -752,7 +776,10 @@ fn sitting_out_during_a_hand_takes_effect_from_the_next_hand() {
     start(&mut g, standard_deck());
     let ev = g.apply(Command::SitOut { seat: 1 }).expect("sit out");
     assert_eq!(kinds(&ev), vec![&EventKind::SatOut { seat: 1 }]);
-    assert!(g.seats().iter().any(|s| s.seat == 1 && s.in_hand && s.sitting_out));
+    assert!(g
+        .seats()
+        .iter()
+        .any(|s| s.seat == 1 && s.in_hand && s.sitting_out));
     // Repeating it is harmless.
     assert_eq!(g.apply(Command::SitOut { seat: 1 }), Ok(vec![]));
     fold_around(&mut g);
@@ -807,7 +834,11 @@ fn sit_is_refused_for_a_bad_seat_a_taken_seat_a_seated_player_or_a_bad_buy_in() 
 fn refused_commands_return_typed_errors_and_leave_the_state_unchanged() {
     let mut g = table(config(6, 1, 2, 0), &[(0, 100), (1, 100), (2, 100)]);
     let act_cmd = |hand, seat, action| Command::Act { hand, seat, action };
-    refused(&mut g, act_cmd(1, 0, Action::Call), RuleError::NoHandInProgress);
+    refused(
+        &mut g,
+        act_cmd(1, 0, Action::Call),
+        RuleError::NoHandInProgress,
+    );
     refused(&mut g, Command::VoidHand, RuleError::NoHandInProgress);
     refused(
         &mut g,
@@ -844,7 +875,11 @@ fn refused_commands_return_typed_errors_and_leave_the_state_unchanged() {
             got: 2,
         },
     );
-    refused(&mut g, act_cmd(1, 9, Action::Call), RuleError::SeatOutOfRange);
+    refused(
+        &mut g,
+        act_cmd(1, 9, Action::Call),
+        RuleError::SeatOutOfRange,
+    );
     refused(
         &mut g,
         act_cmd(1, 0, Action::Check),
@@ -855,13 +890,29 @@ fn refused_commands_return_typed_errors_and_leave_the_state_unchanged() {
         act_cmd(1, 0, Action::Bet(Chips(10))),
         RuleError::IllegalAction("there is already a bet on this street; raise instead".into()),
     );
-    refused(&mut g, act_cmd(1, 0, Action::Raise(Chips(3))), RuleError::BadAmount("the minimum raise is to 4".into()));
-    refused(&mut g, act_cmd(1, 0, Action::Raise(Chips(101))), RuleError::InsufficientChips);
-    refused(&mut g, act_cmd(1, 0, Action::Raise(Chips(u64::MAX))), RuleError::InsufficientChips);
+    refused(
+        &mut g,
+        act_cmd(1, 0, Action::Raise(Chips(3))),
+        RuleError::BadAmount("the minimum raise is to 4".into()),
+    );
+    refused(
+        &mut g,
+        act_cmd(1, 0, Action::Raise(Chips(101))),
+        RuleError::InsufficientChips,
+    );
+    refused(
+        &mut g,
+        act_cmd(1, 0, Action::Raise(Chips(u64::MAX))),
+        RuleError::InsufficientChips,
+    );
     refused(&mut g, Command::SitOut { seat: 5 }, RuleError::NotSeated);
     // The hand is over once everyone else folds; acting again is refused.
     fold_around(&mut g);
-    refused(&mut g, act_cmd(1, 2, Action::Check), RuleError::NoHandInProgress);
+    refused(
+        &mut g,
+        act_cmd(1, 2, Action::Check),
+        RuleError::NoHandInProgress,
+    );
 }
 
 #[test]
@@ -889,7 +940,8 @@ fn chip_totals_that_would_overflow_are_refused() {
         Game::resume(cfg.clone(), 0, None, seats).map(|_| ()),
         Err(RuleError::Overflow)
     );
-    let mut g = Game::resume(cfg, 0, None, vec![(0, pid("a"), Chips(u64::MAX - 5))]).expect("resume");
+    let mut g =
+        Game::resume(cfg, 0, None, vec![(0, pid("a"), Chips(u64::MAX - 5))]).expect("resume");
     refused(
         &mut g,
         Command::Sit {
@@ -905,35 +957,48 @@ fn chip_totals_that_would_overflow_are_refused() {
 fn resume_refuses_bad_seats_duplicates_and_bad_configs() {
     let cfg = config(3, 1, 2, 0);
     let r = |button, seats: Vec<(SeatNo, &str)>| {
-        let seats = seats.into_iter().map(|(s, p)| (s, pid(p), Chips(10))).collect();
+        let seats = seats
+            .into_iter()
+            .map(|(s, p)| (s, pid(p), Chips(10)))
+            .collect();
         Game::resume(cfg.clone(), 0, button, seats).map(|_| ())
     };
     assert_eq!(r(None, vec![(3, "a")]), Err(RuleError::SeatOutOfRange));
     assert_eq!(r(Some(3), vec![]), Err(RuleError::SeatOutOfRange));
     assert_eq!(r(None, vec![(0, "a"), (0, "b")]), Err(RuleError::SeatTaken));
-    assert_eq!(r(None, vec![(0, "a"), (1, "a")]), Err(RuleError::AlreadySeated));
+    assert_eq!(
+        r(None, vec![(0, "a"), (1, "a")]),
+        Err(RuleError::AlreadySeated)
+    );
     let mut bad = cfg.clone();
     bad.seats = 11;
-    assert_eq!(Game::new(bad).map(|_| ()).map_err(|e| e.code()), Err("bad_config"));
+    assert_eq!(
+        Game::new(bad).map(|_| ()).map_err(|e| e.code()),
+        Err("bad_config")
+    );
 }
 
 #[test]
 fn table_config_validation_enforces_seats_blinds_and_buy_in_limits() {
     let good = config(6, 1, 2, 0);
     assert_eq!(good.validate(), Ok(()));
-    let cases: Vec<(&str, Box<dyn Fn(&mut TableConfig)>)> = vec![
-        ("one seat", Box::new(|c| c.seats = 1)),
-        ("eleven seats", Box::new(|c| c.seats = 11)),
-        ("zero small blind", Box::new(|c| c.small_blind = Chips(0))),
-        ("sb above bb", Box::new(|c| c.small_blind = Chips(3))),
-        ("min buy-in below bb", Box::new(|c| c.min_buy_in = Chips(1))),
-        ("min above max", Box::new(|c| c.max_buy_in = Chips(1))),
-        ("max buy-in overflows", Box::new(|c| c.max_buy_in = Chips(u64::MAX))),
+    type Tweak = fn(&mut TableConfig);
+    let cases: [(&str, Tweak); 7] = [
+        ("one seat", |c| c.seats = 1),
+        ("eleven seats", |c| c.seats = 11),
+        ("zero small blind", |c| c.small_blind = Chips(0)),
+        ("sb above bb", |c| c.small_blind = Chips(3)),
+        ("min buy-in below bb", |c| c.min_buy_in = Chips(1)),
+        ("min above max", |c| c.max_buy_in = Chips(1)),
+        ("max buy-in overflows", |c| c.max_buy_in = Chips(u64::MAX)),
     ];
     for (name, f) in cases {
         let mut c = good.clone();
         f(&mut c);
-        assert!(matches!(c.validate(), Err(RuleError::BadConfig(_))), "{name}");
+        assert!(
+            matches!(c.validate(), Err(RuleError::BadConfig(_))),
+            "{name}"
+        );
     }
 }
 
@@ -954,9 +1019,18 @@ fn void_hand_restores_start_stacks_keeps_the_hand_number_and_the_button() {
         &EventKind::HandVoided {
             hand: 2,
             stacks: vec![
-                SeatChips { seat: 0, stack: Chips(before[0]) },
-                SeatChips { seat: 1, stack: Chips(before[1]) },
-                SeatChips { seat: 2, stack: Chips(before[2]) },
+                SeatChips {
+                    seat: 0,
+                    stack: Chips(before[0])
+                },
+                SeatChips {
+                    seat: 1,
+                    stack: Chips(before[1])
+                },
+                SeatChips {
+                    seat: 2,
+                    stack: Chips(before[2])
+                },
             ]
         }
     );
@@ -992,7 +1066,12 @@ fn hole_cards_are_sent_only_to_their_owner() {
 fn view_shows_only_the_viewers_own_cards_during_a_hand() {
     let mut g = table(config(6, 1, 2, 0), &[(0, 100), (1, 100), (2, 100)]);
     start(&mut g, standard_deck());
-    for viewer in [None, Some(pid("p0")), Some(pid("p1")), Some(pid("stranger"))] {
+    for viewer in [
+        None,
+        Some(pid("p0")),
+        Some(pid("p1")),
+        Some(pid("stranger")),
+    ] {
         let view = g.view_for(viewer.as_ref());
         for s in &view.seats {
             let own = viewer.as_ref() == Some(&s.player);
@@ -1021,7 +1100,11 @@ fn at_showdown_a_beaten_hand_is_mucked_and_folded_cards_stay_hidden() {
     let ev = act(&mut g, 0, Action::Call);
     assert_eq!(shown(&ev), Some(vec![2]));
     let view = g.view_for(None);
-    let cards: Vec<(SeatNo, bool)> = view.seats.iter().map(|s| (s.seat, s.cards.is_some())).collect();
+    let cards: Vec<(SeatNo, bool)> = view
+        .seats
+        .iter()
+        .map(|s| (s.seat, s.cards.is_some()))
+        .collect();
     assert_eq!(cards, vec![(0, false), (1, false), (2, true)]);
     assert_eq!(view.board.len(), 5);
     // The loser still sees their own cards.
@@ -1041,7 +1124,10 @@ fn a_better_hand_shown_after_the_first_is_tabled_too() {
         _ => None,
     });
     let shown_hands = shown_hands.expect("showdown");
-    assert_eq!(shown_hands.iter().map(|h| h.seat).collect::<Vec<_>>(), vec![1, 0]);
+    assert_eq!(
+        shown_hands.iter().map(|h| h.seat).collect::<Vec<_>>(),
+        vec![1, 0]
+    );
     assert_eq!(shown_hands[1].rank, "one pair, aces");
     assert_eq!(shown_hands[0].rank, "high card, king");
 }
@@ -1067,9 +1153,7 @@ fn events_and_legal_actions_serialise_to_the_documented_json() {
                     min: Chips(8),
                     max: Chips(200),
                 },
-                LegalAction::AllIn {
-                    amount: Chips(200),
-                },
+                LegalAction::AllIn { amount: Chips(200) },
             ],
         },
     };
@@ -1115,7 +1199,11 @@ fn every_event_of_a_hand_round_trips_through_json() {
     ev.extend(check_down(&mut g));
     for e in ev {
         let json = serde_json::to_string(&e).expect("json");
-        assert_eq!(serde_json::from_str::<Event>(&json).expect("parse"), e, "{json}");
+        assert_eq!(
+            serde_json::from_str::<Event>(&json).expect("parse"),
+            e,
+            "{json}"
+        );
     }
 }
 
@@ -1126,7 +1214,13 @@ fn error_codes_are_stable() {
         (RuleError::IllegalAction(String::new()), "illegal_action"),
         (RuleError::BadAmount(String::new()), "bad_amount"),
         (RuleError::InsufficientChips, "insufficient_funds"),
-        (RuleError::StaleHand { expected: 1, got: 2 }, "stale_hand"),
+        (
+            RuleError::StaleHand {
+                expected: 1,
+                got: 2,
+            },
+            "stale_hand",
+        ),
         (RuleError::SeatTaken, "seat_taken"),
         (RuleError::NotSeated, "not_seated"),
         (RuleError::SeatOutOfRange, "bad_field"),

@@ -1,0 +1,163 @@
+//! Scripted players for black-box tests: each answers its own `turn` events
+//! with a fixed policy and records everything it receives.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+
+use crate::common::{Server, WsClient};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Check when possible, else call.
+    CheckCall,
+    /// Check when possible, else fold.
+    CheckFold,
+    /// Go all-in at every turn.
+    AllIn,
+    /// Never act: the action clock decides.
+    Idle,
+}
+
+/// Picks the frame to send for a `turn` event, if any.
+pub fn choose(policy: Policy, table: &str, turn: &Value) -> Option<Value> {
+    let legal: Vec<&str> = turn["legal"]
+        .as_array()?
+        .iter()
+        .filter_map(|l| l["action"].as_str())
+        .collect();
+    let action = match policy {
+        Policy::Idle => return None,
+        Policy::CheckCall if legal.contains(&"check") => "check",
+        Policy::CheckCall if legal.contains(&"call") => "call",
+        Policy::CheckCall => "all_in",
+        Policy::CheckFold if legal.contains(&"check") => "check",
+        Policy::CheckFold => "fold",
+        Policy::AllIn if legal.contains(&"all_in") => "all_in",
+        Policy::AllIn if legal.contains(&"check") => "check",
+        Policy::AllIn => "call",
+    };
+    Some(json!({"type": "act", "table": table, "hand": turn["hand"], "action": action}))
+}
+
+/// A connected, joined and seated player.
+pub struct Player {
+    pub name: String,
+    pub seat: u64,
+    pub client: WsClient,
+}
+
+impl Player {
+    /// Connects, joins and sits; waits until the `seated` event for this
+    /// player arrives.
+    pub async fn sit(server: &Server, table: &str, name: &str, seat: u64, buy_in: u64) -> Player {
+        let token = crate::common::mint_token(name);
+        let mut client = WsClient::connect(server, &token)
+            .await
+            .unwrap_or_else(|e| panic!("{name} could not connect: {e}"));
+        client.send(json!({"type": "join", "table": table})).await;
+        client
+            .recv_type("snapshot", Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("{name} got no snapshot: {:?}", client.seen));
+        client
+            .send(json!({"type": "sit", "table": table, "seat": seat, "buy_in": buy_in}))
+            .await;
+        client
+            .recv_until(
+                |v| v["kind"] == "seated" && v["player"] == name,
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap_or_else(|| panic!("{name} was not seated: {:?}", client.seen));
+        Player {
+            name: name.to_string(),
+            seat,
+            client,
+        }
+    }
+
+    pub fn hands_ended(&self) -> Vec<u64> {
+        self.client
+            .seen
+            .iter()
+            .filter(|v| v["kind"] == "hand_ended")
+            .filter_map(|v| v["hand"].as_u64())
+            .collect()
+    }
+
+    /// Plays its turns with `policy` until `stop` says so or `timeout`
+    /// passes; returns whether `stop` was reached.
+    pub async fn play_until(
+        &mut self,
+        table: &str,
+        policy: Policy,
+        timeout: Duration,
+        stop: impl Fn(&WsClient) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if stop(&self.client) {
+                return true;
+            }
+            let Some(v) = self.client.recv_json(Duration::from_millis(200)).await else {
+                if self.client.closed.is_some() {
+                    return stop(&self.client);
+                }
+                continue;
+            };
+            if v["kind"] == "turn" && v["seat"].as_u64() == Some(self.seat) && v["table"] == table {
+                if let Some(frame) = choose(policy, table, &v) {
+                    self.client.send(frame).await;
+                }
+            }
+        }
+        stop(&self.client)
+    }
+}
+
+/// Runs every player on its own task until each has seen `hands` more
+/// `hand_ended` events (or the timeout); gives the players back.
+pub async fn play_hands(
+    players: Vec<(Player, Policy)>,
+    table: &str,
+    hands: usize,
+    timeout: Duration,
+) -> Vec<Player> {
+    let tasks: Vec<JoinHandle<Player>> = players
+        .into_iter()
+        .map(|(mut p, policy)| {
+            let table = table.to_string();
+            tokio::spawn(async move {
+                let target = p.hands_ended().len() + hands;
+                p.play_until(&table, policy, timeout, |c| {
+                    c.seen.iter().filter(|v| v["kind"] == "hand_ended").count() >= target
+                })
+                .await;
+                p
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.expect("player task panicked"));
+    }
+    out
+}
+
+/// Spawns a player that keeps playing until it is closed or `timeout`.
+pub fn spawn_forever(
+    mut p: Player,
+    table: &str,
+    policy: Policy,
+    timeout: Duration,
+) -> JoinHandle<Player> {
+    let table = table.to_string();
+    tokio::spawn(async move {
+        p.play_until(&table, policy, timeout, |c| c.closed.is_some())
+            .await;
+        p
+    })
+}
