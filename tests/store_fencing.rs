@@ -123,6 +123,15 @@ type LedgerRow = (
     i64,
 );
 
+/// from, to, reason, owner, fence
+type EventRow = (
+    Option<String>,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
+
 /// Everything a boundary write could touch, read straight from the database.
 #[derive(Debug, PartialEq)]
 struct Snapshot {
@@ -143,13 +152,7 @@ struct Snapshot {
     /// kind, player, table_id, hand_no, fence, wallet_delta, stack_delta
     ledger: Vec<LedgerRow>,
     /// from, to, reason, owner, fence
-    events: Vec<(
-        Option<String>,
-        String,
-        Option<String>,
-        Option<String>,
-        Option<i64>,
-    )>,
+    events: Vec<EventRow>,
     /// wallets, stacks, granted, delta
     audit: (i128, i128, i128, i128),
 }

@@ -93,6 +93,12 @@ impl Table {
         }
     }
 
+    /// Log lines carry the current hand number; a fresh span per hand keeps
+    /// exactly one `hand_no` field on each line.
+    fn refresh_span(&mut self) {
+        self.span = tracing::info_span!("table", table_id = %self.id, fence = self.fence.0, hand_no = self.game.hand_no());
+    }
+
     fn state_name(&self) -> &'static str {
         match self.phase {
             Phase::Open => "open",
@@ -273,7 +279,6 @@ impl Table {
             match res {
                 Ok(()) => {
                     metrics::counter!("pitboss_hands_completed_total").increment(1);
-                    act.span.record("hand_no", act.game.hand_no());
                     act.after_boundary(ctx);
                 }
                 Err(e) => act.on_write_error(e, ctx),
@@ -349,7 +354,7 @@ impl Table {
         }
         let deck = crate::game::shuffled_deck(&mut rand::thread_rng());
         if let Some(events) = self.apply_internal(Command::StartHand { deck }, ctx) {
-            self.span.record("hand_no", self.game.hand_no());
+            self.refresh_span();
             self.advance(events, ctx);
         }
     }

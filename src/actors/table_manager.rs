@@ -190,7 +190,7 @@ impl TableManager {
         let rt = self.rt.clone();
         let fut = async move {
             let ids = rt.store.revivable(rt.environment()).await?;
-            let free = rt.lease.unleased(&ids).await.map_err(|e| StoreError::Inconsistent(e.to_string()));
+            let free = rt.lease.claimable(&ids).await.map_err(|e| StoreError::Inconsistent(e.to_string()));
             Ok::<_, StoreError>((ids, free?))
         };
         ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {

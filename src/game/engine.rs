@@ -124,12 +124,14 @@ impl Hand {
         reopened && self.opponent_can_respond(p.seat)
     }
 
-    fn stakes(&self, current_street: bool) -> Vec<Stake> {
+    /// Each player's chips in the pots, with or without the bets of the
+    /// street in progress (which the view shows per seat instead).
+    fn stakes(&self, with_current_bets: bool) -> Vec<Stake> {
         self.players
             .iter()
             .map(|p| Stake {
                 seat: p.seat,
-                committed: if current_street {
+                committed: if with_current_bets {
                     p.committed
                 } else {
                     p.committed.saturating_sub(p.bet)
@@ -452,6 +454,13 @@ impl Game {
         }
     }
 
+    fn occupant(&self, seat: SeatNo) -> Result<&Occupant, RuleError> {
+        self.seats
+            .get(usize::from(seat))
+            .and_then(|o| o.as_ref())
+            .ok_or(RuleError::NotSeated)
+    }
+
     fn occupant_mut(&mut self, seat: SeatNo) -> Result<&mut Occupant, RuleError> {
         let i = self.check_seat_range(seat)?;
         self.seats[i].as_mut().ok_or(RuleError::NotSeated)
@@ -668,10 +677,7 @@ impl Game {
         let seat_stacks = players
             .iter()
             .map(|p| {
-                let player = self.seats[usize::from(p.seat)]
-                    .as_ref()
-                    .map(|o| o.player.clone())
-                    .ok_or(RuleError::NotSeated)?;
+                let player = self.occupant(p.seat)?.player.clone();
                 Ok(SeatStack {
                     seat: p.seat,
                     player,
@@ -1130,9 +1136,7 @@ impl Game {
         let mut stacks = Vec::new();
         let mut holes = Vec::new();
         for p in &hand.players {
-            let o = self.seats[usize::from(p.seat)]
-                .as_ref()
-                .ok_or(RuleError::NotSeated)?;
+            let o = self.occupant(p.seat)?;
             results.push(SeatResult {
                 seat: p.seat,
                 player: o.player.clone(),

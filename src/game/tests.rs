@@ -463,6 +463,36 @@ fn short_all_ins_adding_up_to_a_full_raise_reopen_betting() {
     }));
 }
 
+#[test]
+fn calling_without_enough_chips_calls_all_in_for_less() {
+    let mut g = table(config(6, 1, 2, 0), &[(0, 100), (1, 100), (2, 5)]);
+    start(&mut g, standard_deck());
+    act(&mut g, 0, Action::Raise(Chips(10)));
+    act(&mut g, 1, Action::Fold);
+    assert_eq!(
+        g.legal_actions(),
+        vec![LegalAction::Fold, LegalAction::AllIn { amount: Chips(5) }]
+    );
+    let ev = act(&mut g, 2, Action::Call);
+    assert_eq!(actions(&ev)[0], (2, ActionKind::AllIn, 5));
+    // Seat 0's unmatched 5 comes back; the pot is 5 + 5 + 1.
+    assert!(!g.hand_in_progress());
+    assert_eq!(awards(&ev).iter().map(|a| a.0).sum::<u64>(), 11);
+}
+
+#[test]
+fn raising_to_ones_whole_stack_is_an_all_in_even_below_the_minimum_raise() {
+    let mut g = table(config(6, 1, 2, 0), &[(0, 100), (1, 7)]);
+    start(&mut g, standard_deck());
+    act(&mut g, 0, Action::Raise(Chips(6)));
+    let ev = act(&mut g, 1, Action::Raise(Chips(7)));
+    assert_eq!(actions(&ev), vec![(1, ActionKind::AllIn, 7)]);
+    assert_eq!(
+        g.legal_actions(),
+        vec![LegalAction::Fold, LegalAction::Call { amount: Chips(1) }]
+    );
+}
+
 // ----- flow --------------------------------------------------------------------
 
 #[test]

@@ -210,6 +210,27 @@ impl LeaseClient {
         Ok(replies.into_iter().filter(|r| *r == 1).count())
     }
 
+    /// Which of these tables this owner could take now: no lease at all,
+    /// or one held under this owner id (a restart re-takes its own tables).
+    /// One round trip.
+    pub async fn claimable(&self, tables: &[TableId]) -> Result<Vec<bool>, LeaseError> {
+        if tables.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("MGET");
+        for t in tables {
+            cmd.arg(self.lease_key(t));
+        }
+        let values: Vec<Option<String>> = self
+            .run(move |mut c| Box::pin(async move { cmd.query_async(&mut c).await }))
+            .await?;
+        let mine = format!("{}|", self.owner);
+        Ok(values
+            .into_iter()
+            .map(|v| v.is_none_or(|v| v.starts_with(&mine)))
+            .collect())
+    }
+
     /// Which of these tables have no lease at all right now (one round trip).
     pub async fn unleased(&self, tables: &[TableId]) -> Result<Vec<bool>, LeaseError> {
         if tables.is_empty() {

@@ -1,0 +1,115 @@
+//! One owner per table across instances (I1, I6): a second instance refuses
+//! a table the first hosts; a restart with the same instance id re-takes its
+//! tables at once under a higher fence; a different id waits out the TTL.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{mint_token, test_db, unique_env, Server, ServerConfig, WsClient};
+use serde_json::{json, Value};
+
+fn metric(text: &str, name_and_labels: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name_and_labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn owned_elsewhere_retries(server: &Server) -> f64 {
+    let (_, text) = server.get("/metrics").await;
+    metric(&text, r#"pitboss_lease_acquires_total{result="owned_elsewhere"}"#)
+}
+
+async fn join_error(server: &Server, table: &str) -> Value {
+    let mut c = WsClient::connect(server, &mint_token("watcher")).await.expect("connect");
+    c.send(json!({"type": "join", "table": table})).await;
+    c.recv_until(|v| v["type"] == "error" || v["type"] == "snapshot", Duration::from_secs(10))
+        .await
+        .expect("an answer to join")
+}
+
+#[tokio::test]
+async fn a_second_instance_refuses_and_keeps_retrying_a_table_the_first_hosts() {
+    let db = test_db().await;
+    let env = unique_env();
+    let cfg = ServerConfig::new(&db, &env);
+    let a = Server::start(cfg.clone().with_instance("inst-a")).await;
+    let t = a.create_table(common::table_config()).await["id"].as_str().expect("id").to_string();
+    let b = Server::start(cfg.with_instance("inst-b")).await;
+
+    let err = join_error(&b, &t).await;
+    assert_eq!(err["code"], "owned_elsewhere", "{err}");
+    assert_eq!(err["owner"], "inst-a", "{err}");
+
+    // B keeps trying (its revive loop) and keeps being refused, across
+    // several TTLs: A's renewals never let the lease lapse.
+    let first = owned_elsewhere_retries(&b).await;
+    tokio::time::sleep(Duration::from_millis(3 * 1500)).await;
+    let later = owned_elsewhere_retries(&b).await;
+    assert!(later > first, "B retried: {first} -> {later}");
+
+    for (server, here) in [(&a, true), (&b, false)] {
+        let (status, list) = server.admin_get("/admin/tables").await;
+        assert_eq!(status, 200);
+        let tables = list["tables"].as_array().expect("tables");
+        assert_eq!(tables.len(), 1, "{list}");
+        assert_eq!(tables[0]["owner"], "inst-a", "{list}");
+        assert_eq!(tables[0]["fence"], 1, "never re-acquired: {list}");
+        assert_eq!(tables[0]["hosted_here"], here, "{list}");
+    }
+    assert!(matches!(join_error(&a, &t).await["type"].as_str(), Some("snapshot")));
+}
+
+#[tokio::test]
+async fn a_restart_with_the_same_instance_id_retakes_its_tables_at_once_and_another_id_waits_out_the_ttl() {
+    let db = test_db().await;
+    let env = unique_env();
+    let ttl_ms = 3000;
+    let cfg = ServerConfig::new(&db, &env).with_ttl_ms(ttl_ms);
+    let a = Server::start(cfg.clone().with_instance("inst-a")).await;
+    let t = a.create_table(common::table_config()).await["id"].as_str().expect("id").to_string();
+    assert_eq!(a.table(&t).await["fence"], 1);
+
+    // SIGKILL: no release, the lease stays live in Redis for a full TTL.
+    a.sigkill();
+    a.wait_exit(Duration::from_secs(5)).await.expect("a exited");
+    let restarted_at = Instant::now();
+    let a2 = Server::start(cfg.clone().with_instance("inst-a")).await;
+    let retaken = common::eventually(Duration::from_millis(ttl_ms / 2), Duration::from_millis(50), || async {
+        let v = a2.table(&t).await;
+        v["hosted_here"] == true && v["fence"] == 2
+    })
+    .await;
+    assert!(
+        retaken,
+        "same id re-took the table within half a TTL of its restart ({:?}): {}",
+        restarted_at.elapsed(),
+        a2.table(&t).await
+    );
+
+    // Now a different id: refused while inst-a's lease is live, hosts the
+    // table once the TTL has run out.
+    a2.sigkill();
+    a2.wait_exit(Duration::from_secs(5)).await.expect("a2 exited");
+    let killed_at = Instant::now();
+    let c = Server::start(cfg.with_instance("inst-c")).await;
+    let err = join_error(&c, &t).await;
+    if killed_at.elapsed() < Duration::from_millis(ttl_ms * 2 / 3) {
+        assert_eq!(err["code"], "owned_elsewhere", "{err}");
+        assert_eq!(err["owner"], "inst-a", "{err}");
+        assert_eq!(c.table(&t).await["owner"], "inst-a");
+    }
+    let taken = common::eventually(Duration::from_millis(ttl_ms * 3), Duration::from_millis(50), || async {
+        let v = c.table(&t).await;
+        v["hosted_here"] == true && v["owner"] == "inst-c" && v["fence"] == 3
+    })
+    .await;
+    assert!(taken, "inst-c hosts the table after the TTL: {}", c.table(&t).await);
+    assert!(
+        killed_at.elapsed() >= Duration::from_millis(ttl_ms * 2 / 3),
+        "inst-c could not have taken a live lease ({:?} after the kill)",
+        killed_at.elapsed()
+    );
+}
