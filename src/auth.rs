@@ -78,7 +78,8 @@ impl TokenSigner {
             .map_err(|_| TokenError::Malformed)?;
         let mut mac = self.mac();
         mac.update(&payload);
-        mac.verify_slice(&sig).map_err(|_| TokenError::BadSignature)?;
+        mac.verify_slice(&sig)
+            .map_err(|_| TokenError::BadSignature)?;
         let claims: Claims = serde_json::from_slice(&payload).map_err(|_| TokenError::Malformed)?;
         if claims.exp < now_unix {
             return Err(TokenError::Expired);
@@ -132,7 +133,10 @@ mod tests {
     fn expired_token_is_refused() {
         let s = signer("k");
         let t = s.mint("alice", 0).expect("mint");
-        assert_eq!(s.verify(&t, TOKEN_LIFETIME_SECS + 1), Err(TokenError::Expired));
+        assert_eq!(
+            s.verify(&t, TOKEN_LIFETIME_SECS + 1),
+            Err(TokenError::Expired)
+        );
     }
 
     #[test]

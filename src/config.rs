@@ -143,7 +143,9 @@ impl Settings {
                 config::FileFormat::Toml,
             ))
             .add_source(config::File::from(dir.join("base.toml")).required(false))
-            .add_source(config::File::from(dir.join(format!("{}.toml", run_env.as_str()))).required(false))
+            .add_source(
+                config::File::from(dir.join(format!("{}.toml", run_env.as_str()))).required(false),
+            )
             .add_source(
                 config::Environment::with_prefix("PITBOSS")
                     .prefix_separator("__")
@@ -163,13 +165,21 @@ impl Settings {
 
     fn check(&self) -> Result<(), String> {
         let id = self.instance_id();
-        if id.is_empty() || id.len() > 128 || id.contains('|') || id.chars().any(char::is_whitespace) {
+        if id.is_empty()
+            || id.len() > 128
+            || id.contains('|')
+            || id.chars().any(char::is_whitespace)
+        {
             return Err(format!(
                 "config error: instance id {id:?} must be 1-128 characters without '|' or spaces"
             ));
         }
         let env = &self.instance.environment;
-        if env.is_empty() || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        if env.is_empty()
+            || !env
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
             return Err(format!(
                 "config error: instance.environment {env:?} must be letters, digits, '_' or '-'"
             ));

@@ -15,7 +15,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         [] | ["serve"] => serve(settings),
         ["token", player] => token(&settings, player),
         ["-h" | "--help" | "help"] => {

@@ -21,7 +21,11 @@ pub async fn run_until_stopped(app: Application) -> anyhow::Result<()> {
         _ = int.recv() => {}
     }
     let drain_timeout = Duration::from_millis(app.rt.settings.shutdown.drain_timeout_ms);
-    warn!(event = "drain_started", timeout_ms = drain_timeout.as_millis() as u64, "draining");
+    warn!(
+        event = "drain_started",
+        timeout_ms = drain_timeout.as_millis() as u64,
+        "draining"
+    );
     app.rt.start_draining();
     let drain = app.manager.send(DrainAll {
         deadline: Instant::now() + drain_timeout,
@@ -40,7 +44,10 @@ pub async fn run_until_stopped(app: Application) -> anyhow::Result<()> {
 }
 
 async fn force(manager: &actix::Addr<crate::actors::table_manager::TableManager>) {
-    warn!(event = "drain_forced", "second signal: releasing every lease now");
+    warn!(
+        event = "drain_forced",
+        "second signal: releasing every lease now"
+    );
     let released = tokio::time::timeout(Duration::from_secs(3), manager.send(ForceRelease)).await;
     if released.is_err() {
         warn!("lease release timed out; the leases expire with their TTL");

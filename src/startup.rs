@@ -31,7 +31,9 @@ pub struct Application {
 }
 
 fn install_metrics() -> anyhow::Result<PrometheusHandle> {
-    let buckets = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
+    let buckets = [
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    ];
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("seconds".into()), &buckets)?
         .install_recorder()?;
@@ -89,7 +91,9 @@ impl Application {
         }
 
         let (host, port) = (settings.http.host.clone(), settings.http.port);
-        let arbiters = (0..settings.table.arbiters).map(|_| Arbiter::new().handle()).collect();
+        let arbiters = (0..settings.table.arbiters)
+            .map(|_| Arbiter::new().handle())
+            .collect();
         let rt = Arc::new(Runtime::new(settings, store, lease, signer, metrics));
         let manager = TableManager::new(rt.clone(), arbiters).start();
         let last_renew_ok_ms = Arc::new(AtomicU64::new(now_ms()));

@@ -20,7 +20,8 @@ impl TableId {
     pub fn parse(s: &str) -> Option<TableId> {
         let ok = !s.is_empty()
             && s.len() <= 64
-            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         ok.then(|| TableId(s.to_string()))
     }
 
@@ -61,7 +62,8 @@ impl fmt::Display for Fence {
 pub fn valid_player_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 32
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
 }
 
 #[cfg(test)]

@@ -382,9 +382,10 @@ async fn after_the_ttl_passes_without_renew_another_owner_can_acquire() {
 }
 
 #[tokio::test]
-async fn unleased_reports_tables_without_a_lease_and_holder_returns_owner_and_fence() {
+async fn claimable_reports_free_and_own_leases_and_holder_returns_owner_and_fence() {
     let ns = Ns::new().await;
     let a = ns.client("inst-a", LONG_TTL).await;
+    let b = ns.client("inst-b", LONG_TTL).await;
     let (leased, never, released) = (
         TableId::generate(),
         TableId::generate(),
@@ -394,13 +395,21 @@ async fn unleased_reports_tables_without_a_lease_and_holder_returns_owner_and_fe
     assert_eq!(a.acquire(&released, Fence(0)).await.unwrap(), Fence(1));
     assert_eq!(a.release_all(&[held(&released, 1)]).await.unwrap(), 1);
 
+    // Free leases and this owner's own (a restart re-takes them) are
+    // claimable; another owner's is not.
     assert_eq!(
-        a.unleased(&[leased.clone(), never.clone(), released.clone()])
+        a.claimable(&[leased.clone(), never.clone(), released.clone()])
+            .await
+            .unwrap(),
+        vec![true, true, true]
+    );
+    assert_eq!(
+        b.claimable(&[leased.clone(), never.clone(), released.clone()])
             .await
             .unwrap(),
         vec![false, true, true]
     );
-    assert_eq!(a.unleased(&[]).await.unwrap(), Vec::<bool>::new());
+    assert_eq!(a.claimable(&[]).await.unwrap(), Vec::<bool>::new());
 
     assert_eq!(
         a.holder(&leased).await.unwrap(),
@@ -445,10 +454,13 @@ async fn assert_every_operation_fails_fast(client: &LeaseClient, t: &TableId, bo
     assert!(took < bound, "holder took {took:?}");
 
     let started = Instant::now();
-    let r = client.unleased(std::slice::from_ref(t)).await;
+    let r = client.claimable(std::slice::from_ref(t)).await;
     let took = started.elapsed();
-    assert!(r.is_err(), "unleased succeeded against a dead redis: {r:?}");
-    assert!(took < bound, "unleased took {took:?}");
+    assert!(
+        r.is_err(),
+        "claimable succeeded against a dead redis: {r:?}"
+    );
+    assert!(took < bound, "claimable took {took:?}");
 }
 
 #[tokio::test]
@@ -502,12 +514,9 @@ async fn a_lease_client_whose_redis_hangs_times_out_instead_of_hanging() {
     );
 }
 
-/// Lua numbers are doubles: above 2^53 `tonumber(floor) + 1` is rounded, so
-/// the script can hand out a token at or below the floor (and a re-acquire
-/// can hand out the same token again). Far beyond any real fence count, but
-/// it breaks the "never at or below the floor" rule as written.
+/// Lua numbers are doubles, exact only up to 2^53; the script compares and
+/// increments fences without them, so tokens stay exact over all of u63.
 #[tokio::test]
-#[ignore = "known bug in src/lease/acquire.lua: fences above 2^53 lose precision in Lua doubles"]
 async fn acquire_above_2_pow_53_still_issues_a_token_above_the_floor() {
     let ns = Ns::new().await;
     let a = ns.client("inst-a", LONG_TTL).await;

@@ -19,15 +19,23 @@ fn metric(text: &str, name_and_labels: &str) -> f64 {
 
 async fn owned_elsewhere_retries(server: &Server) -> f64 {
     let (_, text) = server.get("/metrics").await;
-    metric(&text, r#"pitboss_lease_acquires_total{result="owned_elsewhere"}"#)
+    metric(
+        &text,
+        r#"pitboss_lease_acquires_total{result="owned_elsewhere"}"#,
+    )
 }
 
 async fn join_error(server: &Server, table: &str) -> Value {
-    let mut c = WsClient::connect(server, &mint_token("watcher")).await.expect("connect");
-    c.send(json!({"type": "join", "table": table})).await;
-    c.recv_until(|v| v["type"] == "error" || v["type"] == "snapshot", Duration::from_secs(10))
+    let mut c = WsClient::connect(server, &mint_token("watcher"))
         .await
-        .expect("an answer to join")
+        .expect("connect");
+    c.send(json!({"type": "join", "table": table})).await;
+    c.recv_until(
+        |v| v["type"] == "error" || v["type"] == "snapshot",
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("an answer to join")
 }
 
 #[tokio::test]
@@ -36,7 +44,10 @@ async fn a_second_instance_refuses_and_keeps_retrying_a_table_the_first_hosts() 
     let env = unique_env();
     let cfg = ServerConfig::new(&db, &env);
     let a = Server::start(cfg.clone().with_instance("inst-a")).await;
-    let t = a.create_table(common::table_config()).await["id"].as_str().expect("id").to_string();
+    let t = a.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
     let b = Server::start(cfg.with_instance("inst-b")).await;
 
     let err = join_error(&b, &t).await;
@@ -59,17 +70,24 @@ async fn a_second_instance_refuses_and_keeps_retrying_a_table_the_first_hosts() 
         assert_eq!(tables[0]["fence"], 1, "never re-acquired: {list}");
         assert_eq!(tables[0]["hosted_here"], here, "{list}");
     }
-    assert!(matches!(join_error(&a, &t).await["type"].as_str(), Some("snapshot")));
+    assert!(matches!(
+        join_error(&a, &t).await["type"].as_str(),
+        Some("snapshot")
+    ));
 }
 
 #[tokio::test]
-async fn a_restart_with_the_same_instance_id_retakes_its_tables_at_once_and_another_id_waits_out_the_ttl() {
+async fn a_restart_with_the_same_instance_id_retakes_its_tables_at_once_and_another_id_waits_out_the_ttl(
+) {
     let db = test_db().await;
     let env = unique_env();
     let ttl_ms = 3000;
     let cfg = ServerConfig::new(&db, &env).with_ttl_ms(ttl_ms);
     let a = Server::start(cfg.clone().with_instance("inst-a")).await;
-    let t = a.create_table(common::table_config()).await["id"].as_str().expect("id").to_string();
+    let t = a.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
     assert_eq!(a.table(&t).await["fence"], 1);
 
     // SIGKILL: no release, the lease stays live in Redis for a full TTL.
@@ -77,10 +95,14 @@ async fn a_restart_with_the_same_instance_id_retakes_its_tables_at_once_and_anot
     a.wait_exit(Duration::from_secs(5)).await.expect("a exited");
     let restarted_at = Instant::now();
     let a2 = Server::start(cfg.clone().with_instance("inst-a")).await;
-    let retaken = common::eventually(Duration::from_millis(ttl_ms / 2), Duration::from_millis(50), || async {
-        let v = a2.table(&t).await;
-        v["hosted_here"] == true && v["fence"] == 2
-    })
+    let retaken = common::eventually(
+        Duration::from_millis(ttl_ms / 2),
+        Duration::from_millis(50),
+        || async {
+            let v = a2.table(&t).await;
+            v["hosted_here"] == true && v["fence"] == 2
+        },
+    )
     .await;
     assert!(
         retaken,
@@ -92,7 +114,9 @@ async fn a_restart_with_the_same_instance_id_retakes_its_tables_at_once_and_anot
     // Now a different id: refused while inst-a's lease is live, hosts the
     // table once the TTL has run out.
     a2.sigkill();
-    a2.wait_exit(Duration::from_secs(5)).await.expect("a2 exited");
+    a2.wait_exit(Duration::from_secs(5))
+        .await
+        .expect("a2 exited");
     let killed_at = Instant::now();
     let c = Server::start(cfg.with_instance("inst-c")).await;
     let err = join_error(&c, &t).await;
@@ -101,12 +125,20 @@ async fn a_restart_with_the_same_instance_id_retakes_its_tables_at_once_and_anot
         assert_eq!(err["owner"], "inst-a", "{err}");
         assert_eq!(c.table(&t).await["owner"], "inst-a");
     }
-    let taken = common::eventually(Duration::from_millis(ttl_ms * 3), Duration::from_millis(50), || async {
-        let v = c.table(&t).await;
-        v["hosted_here"] == true && v["owner"] == "inst-c" && v["fence"] == 3
-    })
+    let taken = common::eventually(
+        Duration::from_millis(ttl_ms * 3),
+        Duration::from_millis(50),
+        || async {
+            let v = c.table(&t).await;
+            v["hosted_here"] == true && v["owner"] == "inst-c" && v["fence"] == 3
+        },
+    )
     .await;
-    assert!(taken, "inst-c hosts the table after the TTL: {}", c.table(&t).await);
+    assert!(
+        taken,
+        "inst-c hosts the table after the TTL: {}",
+        c.table(&t).await
+    );
     assert!(
         killed_at.elapsed() >= Duration::from_millis(ttl_ms * 2 / 3),
         "inst-c could not have taken a live lease ({:?} after the kill)",

@@ -20,7 +20,12 @@ async fn db_stacks(pool: &sqlx::PgPool, table: &str) -> HashMap<u64, u64> {
         .await
         .expect("read seats")
         .iter()
-        .map(|r| (r.get::<i16, _>("seat") as u64, r.get::<i64, _>("stack") as u64))
+        .map(|r| {
+            (
+                r.get::<i16, _>("seat") as u64,
+                r.get::<i64, _>("stack") as u64,
+            )
+        })
         .collect()
 }
 
@@ -29,7 +34,12 @@ fn stacks_of(ev: &Value) -> HashMap<u64, u64> {
         .as_array()
         .expect("stacks")
         .iter()
-        .map(|s| (s["seat"].as_u64().expect("seat"), s["stack"].as_u64().expect("stack")))
+        .map(|s| {
+            (
+                s["seat"].as_u64().expect("seat"),
+                s["stack"].as_u64().expect("stack"),
+            )
+        })
         .collect()
 }
 
@@ -60,17 +70,30 @@ async fn setup(action_timeout_ms: u64, drain_timeout_ms: u64) -> Setup {
     let db = test_db().await;
     let env = unique_env();
     let cfg = ServerConfig::new(&db, &env)
-        .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", &action_timeout_ms.to_string())
+        .with_env(
+            "PITBOSS__TABLE__ACTION_TIMEOUT_MS",
+            &action_timeout_ms.to_string(),
+        )
         .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "100")
-        .with_env("PITBOSS__SHUTDOWN__DRAIN_TIMEOUT_MS", &drain_timeout_ms.to_string());
+        .with_env(
+            "PITBOSS__SHUTDOWN__DRAIN_TIMEOUT_MS",
+            &drain_timeout_ms.to_string(),
+        );
     let a = Server::start(cfg.clone().with_instance("inst-a")).await;
-    let table = a.create_table(common::table_config()).await["id"].as_str().expect("id").to_string();
+    let table = a.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
     let b = Server::start(cfg.with_instance("inst-b")).await;
     a.grant("alice", 1000).await;
     a.grant("bob", 1000).await;
     let alice = Player::sit(&a, &table, "alice", 0, 100).await;
     let mut bob = Player::sit(&a, &table, "bob", 1, 100).await;
-    let turn = bob.client.recv_event("turn", Duration::from_secs(10)).await.expect("a hand is in progress");
+    let turn = bob
+        .client
+        .recv_event("turn", Duration::from_secs(10))
+        .await
+        .expect("a hand is in progress");
     Setup {
         db,
         a,
@@ -82,7 +105,8 @@ async fn setup(action_timeout_ms: u64, drain_timeout_ms: u64) -> Setup {
 }
 
 #[tokio::test]
-async fn sigterm_lets_the_hand_in_progress_finish_then_the_next_instance_hosts_the_table_within_a_second() {
+async fn sigterm_lets_the_hand_in_progress_finish_then_the_next_instance_hosts_the_table_within_a_second(
+) {
     // Idle players: the action clock (600 ms) plays the hand out, well
     // inside the 10 s drain deadline.
     let Setup {
@@ -99,17 +123,28 @@ async fn sigterm_lets_the_hand_in_progress_finish_then_the_next_instance_hosts_t
     // Readiness goes false at once; the hand carries on meanwhile.
     let (status, _) = a.get("/readyz").await;
     assert_eq!(status, 503, "readyz while draining");
-    let status = a.wait_exit(Duration::from_secs(15)).await.expect("a exits after the drain");
+    let status = a
+        .wait_exit(Duration::from_secs(15))
+        .await
+        .expect("a exits after the drain");
     let exited = Instant::now();
     assert_eq!(status.code(), Some(0), "graceful exit code");
     let took = hosted_by(&b, &table, exited, Duration::from_secs(5)).await;
     let took = took.expect("B hosts the table");
-    assert!(took < Duration::from_millis(1500), "B hosted the table {took:?} after A exited");
+    assert!(
+        took < Duration::from_millis(1500),
+        "B hosted the table {took:?} after A exited"
+    );
 
     // The hand in progress completed on A: its result is in Postgres.
     for p in &mut players {
         let close = p.client.expect_close(Duration::from_secs(5)).await;
-        assert_eq!(close, Some((1012, "server_shutdown".to_string())), "{}", p.name);
+        assert_eq!(
+            close,
+            Some((1012, "server_shutdown".to_string())),
+            "{}",
+            p.name
+        );
     }
     let ended = players[0]
         .client
@@ -117,8 +152,20 @@ async fn sigterm_lets_the_hand_in_progress_finish_then_the_next_instance_hosts_t
         .iter()
         .find(|v| v["kind"] == "hand_ended" && v["hand"] == hand)
         .cloned()
-        .unwrap_or_else(|| panic!("hand {hand} finished during the drain: {:?}", players[0].client.seen));
-    assert!(!players[0].client.seen.iter().any(|v| v["kind"] == "hand_started" && v["hand"].as_u64() > Some(hand)), "no hand was dealt after SIGTERM");
+        .unwrap_or_else(|| {
+            panic!(
+                "hand {hand} finished during the drain: {:?}",
+                players[0].client.seen
+            )
+        });
+    assert!(
+        !players[0]
+            .client
+            .seen
+            .iter()
+            .any(|v| v["kind"] == "hand_started" && v["hand"].as_u64() > Some(hand)),
+        "no hand was dealt after SIGTERM"
+    );
     // B deals on from there, so compare with the hand's own row.
     let pool = db.pool().await;
     let row = sqlx::query("SELECT fence, result FROM hands WHERE table_id = $1 AND hand_no = $2")
@@ -127,30 +174,55 @@ async fn sigterm_lets_the_hand_in_progress_finish_then_the_next_instance_hosts_t
         .fetch_one(&pool)
         .await
         .expect("the hand row");
-    assert_eq!(row.get::<i64, _>("fence"), 1, "written by A under its fence");
+    assert_eq!(
+        row.get::<i64, _>("fence"),
+        1,
+        "written by A under its fence"
+    );
     let result: Value = row.get("result");
     let written: HashMap<u64, u64> = result["seats"]
         .as_array()
         .expect("seats")
         .iter()
-        .map(|s| (s["seat"].as_u64().expect("seat"), s["end_stack"].as_u64().expect("end_stack")))
+        .map(|s| {
+            (
+                s["seat"].as_u64().expect("seat"),
+                s["end_stack"].as_u64().expect("end_stack"),
+            )
+        })
         .collect();
     assert_eq!(written, stacks_of(&ended), "{result}");
     assert_eq!(b.audit().await["delta"], 0);
     let view = b.table(&table).await;
     assert_eq!(view["fence"], 2, "{view}");
     assert_eq!(view["state"], "open", "{view}");
-    assert!(a.logs_contain("drain_finished"), "A logged the end of its drain");
+    assert!(
+        a.logs_contain("drain_finished"),
+        "A logged the end of its drain"
+    );
 
     // A player reconnects to B and finds the table with the same stacks.
-    let mut again = common::WsClient::connect(&b, &common::mint_token("alice")).await.expect("connect to B");
+    let mut again = common::WsClient::connect(&b, &common::mint_token("alice"))
+        .await
+        .expect("connect to B");
     again.send(json!({"type": "join", "table": table})).await;
-    let snap = again.recv_type("snapshot", Duration::from_secs(5)).await.expect("snapshot from B");
+    let snap = again
+        .recv_type("snapshot", Duration::from_secs(5))
+        .await
+        .expect("snapshot from B");
     assert_eq!(snap["state"]["owner"], "inst-b", "{snap}");
     let (_, events) = b.admin_get(&format!("/admin/tables/{table}/events")).await;
-    let states: Vec<&str> = events["events"].as_array().expect("events").iter().filter_map(|e| e["to"].as_str()).collect();
+    let states: Vec<&str> = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["to"].as_str())
+        .collect();
     assert!(states.contains(&"released"), "{events}");
-    assert!(!states.contains(&"frozen"), "a drain never freezes: {events}");
+    assert!(
+        !states.contains(&"frozen"),
+        "a drain never freezes: {events}"
+    );
 }
 
 #[tokio::test]
@@ -171,14 +243,26 @@ async fn sigterm_voids_a_hand_that_outlasts_the_drain_deadline() {
     let status = a.wait_exit(Duration::from_secs(10)).await.expect("a exits");
     assert_eq!(status.code(), Some(0));
     let exited = Instant::now();
-    let took = hosted_by(&b, &table, exited, Duration::from_secs(5)).await.expect("B hosts the table");
-    assert!(took < Duration::from_millis(1500), "B hosted the table {took:?} after A exited");
+    let took = hosted_by(&b, &table, exited, Duration::from_secs(5))
+        .await
+        .expect("B hosts the table");
+    assert!(
+        took < Duration::from_millis(1500),
+        "B hosted the table {took:?} after A exited"
+    );
 
     let voided = players[0]
         .client
         .recv_until(|v| v["kind"] == "hand_voided", Duration::from_secs(1))
         .await
-        .or_else(|| players[0].client.seen.iter().find(|v| v["kind"] == "hand_voided").cloned())
+        .or_else(|| {
+            players[0]
+                .client
+                .seen
+                .iter()
+                .find(|v| v["kind"] == "hand_voided")
+                .cloned()
+        })
         .expect("the hand was voided");
     assert_eq!(voided["hand"].as_u64(), Some(hand));
     // Stacks are back at the last boundary (the buy-ins); no hand row.
@@ -195,23 +279,40 @@ async fn sigterm_voids_a_hand_that_outlasts_the_drain_deadline() {
     assert_eq!(b.table(&table).await["hand_no"].as_u64(), Some(hand));
     for p in &mut players {
         let close = p.client.expect_close(Duration::from_secs(5)).await;
-        assert_eq!(close, Some((1012, "server_shutdown".to_string())), "{}", p.name);
+        assert_eq!(
+            close,
+            Some((1012, "server_shutdown".to_string())),
+            "{}",
+            p.name
+        );
     }
 }
 
 #[tokio::test]
 async fn a_second_signal_releases_every_lease_at_once() {
     let Setup {
-        db: _db, a, b, table, ..
+        db: _db,
+        a,
+        b,
+        table,
+        ..
     } = setup(60_000, 60_000).await;
     a.sigterm();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(a.is_running(), "the first signal waits for the hand");
     a.sigint();
-    let status = a.wait_exit(Duration::from_secs(5)).await.expect("a exits on the second signal");
+    let status = a
+        .wait_exit(Duration::from_secs(5))
+        .await
+        .expect("a exits on the second signal");
     assert_eq!(status.code(), Some(0));
     let exited = Instant::now();
-    let took = hosted_by(&b, &table, exited, Duration::from_secs(5)).await.expect("B hosts the table");
-    assert!(took < Duration::from_millis(1500), "released at once: B hosted it {took:?} after A exited");
+    let took = hosted_by(&b, &table, exited, Duration::from_secs(5))
+        .await
+        .expect("B hosts the table");
+    assert!(
+        took < Duration::from_millis(1500),
+        "released at once: B hosted it {took:?} after A exited"
+    );
     assert_eq!(b.audit().await["delta"], 0);
 }

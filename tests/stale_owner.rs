@@ -31,33 +31,55 @@ async fn a_paused_owner_wakes_up_stale_its_write_is_refused_and_the_new_owner_is
         .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000")
         .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50");
     let a = Server::start(cfg.clone().with_instance("inst-a")).await;
-    let t = a.create_table(common::table_config()).await["id"].as_str().expect("id").to_string();
+    let t = a.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
     a.grant("alice", 1000).await;
     a.grant("bob", 1000).await;
     let mut alice = Player::sit(&a, &t, "alice", 0, 100).await;
     let _bob = Player::sit(&a, &t, "bob", 1, 100).await;
-    alice.client.recv_event("turn", Duration::from_secs(10)).await.expect("a hand is in progress on A");
+    alice
+        .client
+        .recv_event("turn", Duration::from_secs(10))
+        .await
+        .expect("a hand is in progress on A");
     let b = Server::start(cfg.with_instance("inst-b")).await;
 
     a.sigstop();
     let paused = Instant::now();
-    let taken = common::eventually(Duration::from_millis(ttl_ms * 4), Duration::from_millis(50), || async {
-        let v = b.table(&t).await;
-        v["hosted_here"] == true && v["owner"] == "inst-b"
-    })
+    let taken = common::eventually(
+        Duration::from_millis(ttl_ms * 4),
+        Duration::from_millis(50),
+        || async {
+            let v = b.table(&t).await;
+            v["hosted_here"] == true && v["owner"] == "inst-b"
+        },
+    )
     .await;
-    assert!(taken, "B took the table while A was paused: {}", b.table(&t).await);
-    assert!(paused.elapsed() >= Duration::from_millis(ttl_ms * 2 / 3), "B waited for A's lease to lapse");
+    assert!(
+        taken,
+        "B took the table while A was paused: {}",
+        b.table(&t).await
+    );
+    assert!(
+        paused.elapsed() >= Duration::from_millis(ttl_ms * 2 / 3),
+        "B waited for A's lease to lapse"
+    );
     let new_fence = b.table(&t).await["fence"].as_u64().expect("fence");
     assert_eq!(new_fence, 2);
 
     a.sigcont();
     assert!(
-        a.wait_for_log("StaleOwnerBoundaryWrite", Duration::from_secs(10)).await,
+        a.wait_for_log("StaleOwnerBoundaryWrite", Duration::from_secs(10))
+            .await,
         "A logged its refused write"
     );
     let (_, text) = a.get("/metrics").await;
-    assert!(metric(&text, "pitboss_stale_boundary_writes_total") >= 1.0, "counted: {text}");
+    assert!(
+        metric(&text, "pitboss_stale_boundary_writes_total") >= 1.0,
+        "counted: {text}"
+    );
     let frozen = alice
         .client
         .recv_type("frozen", Duration::from_secs(5))
@@ -68,25 +90,43 @@ async fn a_paused_owner_wakes_up_stale_its_write_is_refused_and_the_new_owner_is
     // Postgres still belongs to B: open, B's fence, no freeze recorded, and
     // no hand written under A's fence.
     let view = b.table(&t).await;
-    assert_eq!((view["state"].as_str(), view["owner"].as_str(), view["fence"].as_u64()), (Some("open"), Some("inst-b"), Some(2)), "{view}");
+    assert_eq!(
+        (
+            view["state"].as_str(),
+            view["owner"].as_str(),
+            view["fence"].as_u64()
+        ),
+        (Some("open"), Some("inst-b"), Some(2)),
+        "{view}"
+    );
     let (_, events) = b.admin_get(&format!("/admin/tables/{t}/events")).await;
     assert!(
-        !events["events"].as_array().expect("events").iter().any(|e| e["to"] == "frozen"),
+        !events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .any(|e| e["to"] == "frozen"),
         "the stale owner's freeze never reached Postgres: {events}"
     );
     let pool = db.pool().await;
-    let stale_hands: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hands WHERE table_id = $1 AND fence = 1")
-        .bind(&t)
-        .fetch_one(&pool)
-        .await
-        .expect("count");
+    let stale_hands: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM hands WHERE table_id = $1 AND fence = 1")
+            .bind(&t)
+            .fetch_one(&pool)
+            .await
+            .expect("count");
     assert_eq!(stale_hands, 0);
 
     // B keeps hosting and serving the table.
     tokio::time::sleep(Duration::from_millis(ttl_ms)).await;
-    let mut c = common::WsClient::connect(&b, &common::mint_token("alice")).await.expect("connect to B");
+    let mut c = common::WsClient::connect(&b, &common::mint_token("alice"))
+        .await
+        .expect("connect to B");
     c.send(json!({"type": "join", "table": t})).await;
-    let snap = c.recv_type("snapshot", Duration::from_secs(5)).await.expect("B serves the table");
+    let snap = c
+        .recv_type("snapshot", Duration::from_secs(5))
+        .await
+        .expect("B serves the table");
     assert_eq!(snap["state"]["state"], "open", "{snap}");
     assert_eq!(snap["state"]["fence"], 2, "{snap}");
     assert_eq!(b.table(&t).await["hosted_here"], true);

@@ -325,6 +325,22 @@ async fn a_hand_cannot_be_applied_twice() {
 }
 
 #[tokio::test]
+async fn a_hand_summary_that_creates_chips_is_refused_and_changes_nothing() {
+    let (mut db, store) = fresh_store().await;
+    let t = seated_table(&store).await;
+    let before = snapshot(&store, &t).await;
+    let minted = summary(1, &[(0, "alice", 200, 260), (1, "bob", 200, 150)]);
+    let err = store
+        .write_hand(&t, Fence(1), "inst-a", &minted, Some(0), &[])
+        .await
+        .expect_err("a summary that mints 10 chips");
+    assert!(matches!(err, StoreError::Inconsistent(_)), "got {err:?}");
+    assert_eq!(snapshot(&store, &t).await, before);
+    assert_conserved(&store).await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
 async fn write_hand_moves_stacks_writes_one_ledger_row_per_nonzero_delta_and_advances_hand_no() {
     let (mut db, store) = fresh_store().await;
     let t = seated_table(&store).await;

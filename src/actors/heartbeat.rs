@@ -22,7 +22,11 @@ pub struct Heartbeat {
 }
 
 impl Heartbeat {
-    pub fn new(rt: Arc<Runtime>, manager: Addr<TableManager>, last_ok_ms: Arc<AtomicU64>) -> Heartbeat {
+    pub fn new(
+        rt: Arc<Runtime>,
+        manager: Addr<TableManager>,
+        last_ok_ms: Arc<AtomicU64>,
+    ) -> Heartbeat {
         Heartbeat {
             rt,
             manager,
@@ -38,7 +42,11 @@ impl Heartbeat {
             return;
         }
         self.in_flight = true;
-        let (rt, manager, last_ok) = (self.rt.clone(), self.manager.clone(), self.last_ok_ms.clone());
+        let (rt, manager, last_ok) = (
+            self.rt.clone(),
+            self.manager.clone(),
+            self.last_ok_ms.clone(),
+        );
         let fut = async move {
             let leases = manager.send(HeldLeases).await.unwrap_or_default();
             if leases.is_empty() {
@@ -48,7 +56,8 @@ impl Heartbeat {
             let sent = Instant::now();
             match rt.lease.renew_all(&leases).await {
                 Ok(outcomes) => {
-                    metrics::histogram!("pitboss_lease_renew_seconds").record(sent.elapsed().as_secs_f64());
+                    metrics::histogram!("pitboss_lease_renew_seconds")
+                        .record(sent.elapsed().as_secs_f64());
                     last_ok.store(now_ms(), Ordering::Relaxed);
                     manager.do_send(RenewReport {
                         sent,

@@ -71,7 +71,8 @@ impl Table {
         manager: Addr<TableManager>,
         game: Game,
     ) -> Table {
-        let span = tracing::info_span!("table", table_id = %id, fence = fence.0, hand_no = game.hand_no());
+        let span =
+            tracing::info_span!("table", table_id = %id, fence = fence.0, hand_no = game.hand_no());
         let empty_since = game.seats().is_empty().then(Instant::now);
         Table {
             id,
@@ -108,7 +109,11 @@ impl Table {
     }
 
     fn player_at(&self, seat: SeatNo) -> Option<PlayerId> {
-        self.game.seats().into_iter().find(|s| s.seat == seat).map(|s| s.player)
+        self.game
+            .seats()
+            .into_iter()
+            .find(|s| s.seat == seat)
+            .map(|s| s.player)
     }
 
     fn send_to(&self, only: Option<&PlayerId>, frame: &Arc<str>) {
@@ -219,7 +224,9 @@ impl Table {
     /// Everything that follows a change of game state: timers, the
     /// boundary write at the end of a hand, the next deal.
     fn advance(&mut self, events: Vec<Event>, ctx: &mut Context<Self>) {
-        let ended = events.iter().any(|e| matches!(e.kind, EventKind::HandEnded { .. }));
+        let ended = events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::HandEnded { .. }));
         let turn = events.iter().rev().find_map(|e| match e.kind {
             EventKind::Turn { hand, seat, .. } => Some((hand, seat)),
             _ => None,
@@ -227,7 +234,11 @@ impl Table {
         let left: Vec<CashOut> = events
             .iter()
             .filter_map(|e| match &e.kind {
-                EventKind::Left { seat, player, stack } => Some(CashOut {
+                EventKind::Left {
+                    seat,
+                    player,
+                    stack,
+                } => Some(CashOut {
                     seat: *seat,
                     player: player.clone(),
                     stack: *stack,
@@ -273,7 +284,11 @@ impl Table {
         let rt = self.rt.clone();
         let (id, fence, button) = (self.id.clone(), self.fence, self.game.button());
         let owner = rt.instance_id().to_string();
-        let fut = async move { rt.store.write_hand(&id, fence, &owner, &summary, button, &outs).await };
+        let fut = async move {
+            rt.store
+                .write_hand(&id, fence, &owner, &summary, button, &outs)
+                .await
+        };
         ctx.wait(fut.into_actor(self).map(|res, act, ctx| {
             let _g = act.span.clone().entered();
             match res {
@@ -330,7 +345,10 @@ impl Table {
     }
 
     fn schedule_next_hand(&mut self, ctx: &mut Context<Self>) {
-        if self.phase != Phase::Open || self.next_hand_timer.is_some() || !self.game.can_start_hand() {
+        if self.phase != Phase::Open
+            || self.next_hand_timer.is_some()
+            || !self.game.can_start_hand()
+        {
             return;
         }
         let delay = self.rt.next_hand_delay();
@@ -347,7 +365,10 @@ impl Table {
         }
         // I1: never deal on a lease this process cannot prove it holds.
         if !self.clock.is_valid(Instant::now()) {
-            warn!(event = "lease_deadline_passed", "lease deadline passed before dealing; freezing");
+            warn!(
+                event = "lease_deadline_passed",
+                "lease deadline passed before dealing; freezing"
+            );
             metrics::counter!("pitboss_leases_lost_total", "reason" => "deadline").increment(1);
             self.freeze("lease_lost", ctx);
             return;
@@ -369,7 +390,11 @@ impl Table {
         let _g = self.span.clone().entered();
         warn!(event = "table_frozen", reason, "table frozen");
         self.phase = Phase::Frozen;
-        for t in [&mut self.action_timer, &mut self.next_hand_timer, &mut self.drain_timer] {
+        for t in [
+            &mut self.action_timer,
+            &mut self.next_hand_timer,
+            &mut self.drain_timer,
+        ] {
             Self::cancel(ctx, t);
         }
         let frame: Arc<str> = json!({"type": "frozen", "table": self.id, "reason": reason})
@@ -418,7 +443,10 @@ impl Table {
             self.finish_drain(ctx);
             return;
         }
-        info!(event = "table_drain_waiting", "waiting for the hand in progress");
+        info!(
+            event = "table_drain_waiting",
+            "waiting for the hand in progress"
+        );
         let wait = deadline.saturating_duration_since(Instant::now());
         self.drain_timer = Some(ctx.run_later(wait, |act, ctx| {
             act.drain_timer = None;
@@ -434,7 +462,11 @@ impl Table {
             return;
         }
         let _g = self.span.clone().entered();
-        warn!(event = "hand_voided", hand = self.game.hand_no(), "voiding the hand in progress");
+        warn!(
+            event = "hand_voided",
+            hand = self.game.hand_no(),
+            "voiding the hand in progress"
+        );
         Self::cancel(ctx, &mut self.action_timer);
         let Some(events) = self.apply_internal(Command::VoidHand, ctx) else {
             return;
@@ -467,7 +499,10 @@ impl Table {
                 Ok(()) => info!(event = "table_drained", "table persisted and released"),
                 Err(StoreError::StaleOwnerBoundaryWrite { .. }) => {
                     metrics::counter!("pitboss_stale_boundary_writes_total").increment(1);
-                    warn!(event = "stale_owner_boundary_write", "StaleOwnerBoundaryWrite while draining");
+                    warn!(
+                        event = "stale_owner_boundary_write",
+                        "StaleOwnerBoundaryWrite while draining"
+                    );
                 }
                 Err(e) => error!(error = %e, "could not record the release"),
             }
@@ -480,7 +515,9 @@ impl Table {
     }
 
     fn check_idle(&mut self, ctx: &mut Context<Self>) {
-        let Some(since) = self.empty_since else { return };
+        let Some(since) = self.empty_since else {
+            return;
+        };
         if self.phase != Phase::Open
             || self.game.hand_in_progress()
             || !self.game.seats().is_empty()
@@ -489,7 +526,10 @@ impl Table {
             return;
         }
         let _g = self.span.clone().entered();
-        info!(event = "table_idle_evicted", "nobody seated; releasing the table");
+        info!(
+            event = "table_idle_evicted",
+            "nobody seated; releasing the table"
+        );
         self.phase = Phase::Stopping;
         let rt = self.rt.clone();
         let (id, fence) = (self.id.clone(), self.fence);
@@ -511,9 +551,14 @@ impl Table {
     }
 
     fn check_lease(&mut self, ctx: &mut Context<Self>) {
-        if matches!(self.phase, Phase::Open | Phase::Draining) && !self.clock.is_valid(Instant::now()) {
+        if matches!(self.phase, Phase::Open | Phase::Draining)
+            && !self.clock.is_valid(Instant::now())
+        {
             let _g = self.span.clone().entered();
-            warn!(event = "lease_deadline_passed", "lease not confirmed before its local deadline; freezing");
+            warn!(
+                event = "lease_deadline_passed",
+                "lease not confirmed before its local deadline; freezing"
+            );
             metrics::counter!("pitboss_leases_lost_total", "reason" => "deadline").increment(1);
             self.freeze("lease_lost", ctx);
         }
@@ -541,7 +586,8 @@ impl Actor for Table {
         // dead Redis freezes the table before anyone else could take it.
         let check = (self.rt.ttl() / 10).max(Duration::from_millis(20));
         ctx.run_interval(check, |act, ctx| act.check_lease(ctx));
-        let idle_check = (self.rt.idle_evict() / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
+        let idle_check =
+            (self.rt.idle_evict() / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
         ctx.run_interval(idle_check, |act, ctx| act.check_idle(ctx));
         self.schedule_next_hand(ctx);
     }
@@ -583,7 +629,9 @@ impl Handler<Join> for Table {
                     }
                 }
             }
-            None => msg.tx.do_send(Outbound::Frame(self.snapshot_frame(&msg.player))),
+            None => msg
+                .tx
+                .do_send(Outbound::Frame(self.snapshot_frame(&msg.player))),
         }
         self.subscribers.insert(
             msg.session,
@@ -639,32 +687,44 @@ impl Handler<Sit> for Table {
         }
         let rt = self.rt.clone();
         let (id, fence) = (self.id.clone(), self.fence);
-        let fut = async move { rt.store.buy_in(&id, fence, msg.seat, &msg.player, msg.buy_in).await };
-        AtomicResponse::new(Box::pin(fut.into_actor(self).map(move |res, act, ctx| match res {
-            Ok(_balance) => match act.apply(cmd, ctx) {
-                Ok(events) => {
-                    act.empty_since = None;
-                    act.advance(events, ctx);
-                    act.schedule_next_hand(ctx);
-                    Ok(())
-                }
-                Err(e) => {
-                    error!(error = %e, "the rules refused a sit already paid for; freezing");
-                    act.freeze("internal_error", ctx);
-                    Err(ClientError::new("table_frozen", "the table is frozen"))
-                }
+        let fut = async move {
+            rt.store
+                .buy_in(&id, fence, msg.seat, &msg.player, msg.buy_in)
+                .await
+        };
+        AtomicResponse::new(Box::pin(fut.into_actor(self).map(
+            move |res, act, ctx| match res {
+                Ok(_balance) => match act.apply(cmd, ctx) {
+                    Ok(events) => {
+                        act.empty_since = None;
+                        act.advance(events, ctx);
+                        act.schedule_next_hand(ctx);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        error!(error = %e, "the rules refused a sit already paid for; freezing");
+                        act.freeze("internal_error", ctx);
+                        Err(ClientError::new("table_frozen", "the table is frozen"))
+                    }
+                },
+                Err(e) => Err(match e {
+                    StoreError::InsufficientFunds => {
+                        ClientError::new("insufficient_funds", "wallet balance is too low")
+                    }
+                    StoreError::SeatTaken => ClientError::new("seat_taken", "that seat is taken"),
+                    StoreError::AlreadySeated => {
+                        ClientError::new("already_seated", "already seated at this table")
+                    }
+                    StoreError::WrongState(_) => {
+                        ClientError::new("table_frozen", "the table is not open")
+                    }
+                    other => {
+                        act.on_write_error(other, ctx);
+                        ClientError::new("table_frozen", "the table could not record the buy-in")
+                    }
+                }),
             },
-            Err(e) => Err(match e {
-                StoreError::InsufficientFunds => ClientError::new("insufficient_funds", "wallet balance is too low"),
-                StoreError::SeatTaken => ClientError::new("seat_taken", "that seat is taken"),
-                StoreError::AlreadySeated => ClientError::new("already_seated", "already seated at this table"),
-                StoreError::WrongState(_) => ClientError::new("table_frozen", "the table is not open"),
-                other => {
-                    act.on_write_error(other, ctx);
-                    ClientError::new("table_frozen", "the table could not record the buy-in")
-                }
-            }),
-        })))
+        )))
     }
 }
 

@@ -111,7 +111,13 @@ impl TableManager {
         self.host_as(table, Mode::Host, waiter, ctx)
     }
 
-    fn host_as(&mut self, table: TableId, mode: Mode, waiter: Option<Waiter>, ctx: &mut Context<Self>) {
+    fn host_as(
+        &mut self,
+        table: TableId,
+        mode: Mode,
+        waiter: Option<Waiter>,
+        ctx: &mut Context<Self>,
+    ) {
         if let Some(h) = self.hosted.get(&table) {
             if let Some(w) = waiter {
                 let _ = w.send(match mode {
@@ -132,22 +138,31 @@ impl TableManager {
             return;
         }
         // The entry marks the acquire as under way, even with no waiter.
-        self.pending.insert(table.clone(), waiter.into_iter().collect());
+        self.pending
+            .insert(table.clone(), waiter.into_iter().collect());
         let rt = self.rt.clone();
-        ctx.spawn(acquire_and_load(rt, table.clone(), mode).into_actor(self).map(move |res, act, ctx| {
-            let waiters = act.pending.remove(&table).unwrap_or_default();
-            let outcome = res.and_then(|prepared| act.start_table(prepared, ctx));
-            if let Err(e) = &outcome {
-                debug!(table_id = %table, error = %e, "table not hosted");
-            }
-            for w in waiters {
-                let _ = w.send(outcome.clone());
-            }
-            act.maybe_finish_drain(ctx);
-        }));
+        ctx.spawn(
+            acquire_and_load(rt, table.clone(), mode)
+                .into_actor(self)
+                .map(move |res, act, ctx| {
+                    let waiters = act.pending.remove(&table).unwrap_or_default();
+                    let outcome = res.and_then(|prepared| act.start_table(prepared, ctx));
+                    if let Err(e) = &outcome {
+                        debug!(table_id = %table, error = %e, "table not hosted");
+                    }
+                    for w in waiters {
+                        let _ = w.send(outcome.clone());
+                    }
+                    act.maybe_finish_drain(ctx);
+                }),
+        );
     }
 
-    fn start_table(&mut self, p: Prepared, ctx: &mut Context<Self>) -> Result<Addr<Table>, HostError> {
+    fn start_table(
+        &mut self,
+        p: Prepared,
+        ctx: &mut Context<Self>,
+    ) -> Result<Addr<Table>, HostError> {
         let lease = HeldLease {
             table: p.table.clone(),
             fence: p.fence,
@@ -164,7 +179,8 @@ impl TableManager {
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
         let (rt, me, clock) = (self.rt.clone(), ctx.address(), p.clock.clone());
         let (id, fence, game) = (p.table.clone(), p.fence, p.game);
-        let addr = Table::start_in_arbiter(arbiter, move |_| Table::new(id, fence, rt, clock, me, game));
+        let addr =
+            Table::start_in_arbiter(arbiter, move |_| Table::new(id, fence, rt, clock, me, game));
         info!(event = "lease_acquired", table_id = %p.table, fence = p.fence.0, "hosting table");
         self.hosted.insert(
             p.table,
@@ -190,7 +206,11 @@ impl TableManager {
         let rt = self.rt.clone();
         let fut = async move {
             let ids = rt.store.revivable(rt.environment()).await?;
-            let free = rt.lease.claimable(&ids).await.map_err(|e| StoreError::Inconsistent(e.to_string()));
+            let free = rt
+                .lease
+                .claimable(&ids)
+                .await
+                .map_err(|e| StoreError::Inconsistent(e.to_string()));
             Ok::<_, StoreError>((ids, free?))
         };
         ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {
@@ -235,8 +255,15 @@ impl TableManager {
         let fut = async move { (leases.len(), rt.lease.release_all(&leases).await) };
         ctx.spawn(fut.into_actor(self).map(|(n, res), act, _ctx| {
             match res {
-                Ok(ours) => info!(event = "leases_released", leases = n, still_ours = ours, "released every lease"),
-                Err(e) => error!(error = %e, "could not release leases; they expire with their TTL"),
+                Ok(ours) => info!(
+                    event = "leases_released",
+                    leases = n,
+                    still_ours = ours,
+                    "released every lease"
+                ),
+                Err(e) => {
+                    error!(error = %e, "could not release leases; they expire with their TTL")
+                }
             }
             if let Some(drain) = &mut act.drain {
                 drain.complete = true;
@@ -265,7 +292,11 @@ struct Prepared {
 
 /// Lease first, then the fence stamp, then the table's rows: nothing is
 /// constructed for a table this process does not own.
-async fn acquire_and_load(rt: Arc<Runtime>, table: TableId, mode: Mode) -> Result<Prepared, HostError> {
+async fn acquire_and_load(
+    rt: Arc<Runtime>,
+    table: TableId,
+    mode: Mode,
+) -> Result<Prepared, HostError> {
     let unavailable = |e: &dyn std::fmt::Display| HostError::Unavailable(e.to_string());
     let row = rt
         .store
@@ -286,7 +317,8 @@ async fn acquire_and_load(rt: Arc<Runtime>, table: TableId, mode: Mode) -> Resul
     let fence = match rt.lease.acquire(&table, row.fence).await {
         Ok(f) => f,
         Err(LeaseError::OwnedElsewhere { owner, ttl_ms }) => {
-            metrics::counter!("pitboss_lease_acquires_total", "result" => "owned_elsewhere").increment(1);
+            metrics::counter!("pitboss_lease_acquires_total", "result" => "owned_elsewhere")
+                .increment(1);
             return Err(HostError::OwnedElsewhere { owner, ttl_ms });
         }
         Err(e) => {
@@ -298,13 +330,19 @@ async fn acquire_and_load(rt: Arc<Runtime>, table: TableId, mode: Mode) -> Resul
         table: table.clone(),
         fence,
     }];
-    let stamped = match rt.store.stamp(&table, fence, rt.instance_id(), mode == Mode::Recover).await {
+    let stamped = match rt
+        .store
+        .stamp(&table, fence, rt.instance_id(), mode == Mode::Recover)
+        .await
+    {
         Ok(row) => row,
         Err(e) => {
             warn!(table_id = %table, fence = fence.0, error = %e, "stamp refused; releasing the lease");
             let _ = rt.lease.release_all(&lease).await;
             return Err(match e {
-                StoreError::StaleOwnerBoundaryWrite { .. } => HostError::Unavailable("a newer owner stamped the table".into()),
+                StoreError::StaleOwnerBoundaryWrite { .. } => {
+                    HostError::Unavailable("a newer owner stamped the table".into())
+                }
                 other => unavailable(&other),
             });
         }
@@ -328,7 +366,12 @@ async fn acquire_and_load(rt: Arc<Runtime>, table: TableId, mode: Mode) -> Resul
         .into_iter()
         .map(|s| (s.seat, PlayerId(s.player), s.stack))
         .collect();
-    let game = match Game::resume(stamped.config.clone(), stamped.hand_no, stamped.button, seats) {
+    let game = match Game::resume(
+        stamped.config.clone(),
+        stamped.hand_no,
+        stamped.button,
+        seats,
+    ) {
         Ok(g) => g,
         Err(e) => {
             error!(table_id = %table, error = %e, "stored table does not satisfy the rules");
@@ -367,7 +410,10 @@ impl Handler<LoadOrCreate> for TableManager {
     fn handle(&mut self, msg: LoadOrCreate, ctx: &mut Self::Context) -> Self::Result {
         let (tx, rx) = oneshot::channel();
         self.host(msg.table, Some(tx), ctx);
-        Box::pin(async move { rx.await.unwrap_or(Err(HostError::Unavailable("manager stopped".into()))) })
+        Box::pin(async move {
+            rx.await
+                .unwrap_or(Err(HostError::Unavailable("manager stopped".into())))
+        })
     }
 }
 
@@ -385,7 +431,10 @@ impl Handler<Recover> for TableManager {
     fn handle(&mut self, msg: Recover, ctx: &mut Self::Context) -> Self::Result {
         let (tx, rx) = oneshot::channel();
         self.host_as(msg.table, Mode::Recover, Some(tx), ctx);
-        Box::pin(async move { rx.await.unwrap_or(Err(HostError::Unavailable("manager stopped".into()))) })
+        Box::pin(async move {
+            rx.await
+                .unwrap_or(Err(HostError::Unavailable("manager stopped".into())))
+        })
     }
 }
 
@@ -486,7 +535,10 @@ impl Handler<RenewReport> for TableManager {
     fn handle(&mut self, msg: RenewReport, _ctx: &mut Self::Context) {
         let ttl = self.rt.ttl();
         for (lease, outcome) in msg.outcomes {
-            let hosted = self.hosted.get(&lease.table).filter(|h| h.fence == lease.fence);
+            let hosted = self
+                .hosted
+                .get(&lease.table)
+                .filter(|h| h.fence == lease.fence);
             let Some(h) = hosted else {
                 // I5: the table was released (idle eviction, drain) while the
                 // renew was in flight; losing its lease is expected.
@@ -500,7 +552,8 @@ impl Handler<RenewReport> for TableManager {
                 RenewOutcome::Renewed => h.clock.confirm(msg.sent, ttl),
                 RenewOutcome::Gone | RenewOutcome::Foreign => {
                     h.clock.revoke();
-                    metrics::counter!("pitboss_leases_lost_total", "reason" => outcome.label()).increment(1);
+                    metrics::counter!("pitboss_leases_lost_total", "reason" => outcome.label())
+                        .increment(1);
                     warn!(
                         event = "lease_lost",
                         table_id = %lease.table,
@@ -508,7 +561,9 @@ impl Handler<RenewReport> for TableManager {
                         outcome = outcome.label(),
                         "lease lost; freezing the table"
                     );
-                    h.addr.do_send(Freeze { reason: "lease_lost" });
+                    h.addr.do_send(Freeze {
+                        reason: "lease_lost",
+                    });
                 }
             }
         }
@@ -540,7 +595,9 @@ impl Handler<DrainAll> for TableManager {
             drain.done.push(tx);
         }
         for h in self.hosted.values() {
-            h.addr.do_send(Drain { deadline: msg.deadline });
+            h.addr.do_send(Drain {
+                deadline: msg.deadline,
+            });
         }
         self.maybe_finish_drain(ctx);
         Box::pin(async move {
@@ -569,8 +626,15 @@ impl Handler<ForceRelease> for TableManager {
         let rt = self.rt.clone();
         Box::pin(async move {
             match rt.lease.release_all(&leases).await {
-                Ok(n) => info!(event = "leases_released", leases = leases.len(), still_ours = n, "released every lease"),
-                Err(e) => error!(error = %e, "could not release leases; they expire with their TTL"),
+                Ok(n) => info!(
+                    event = "leases_released",
+                    leases = leases.len(),
+                    still_ours = n,
+                    "released every lease"
+                ),
+                Err(e) => {
+                    error!(error = %e, "could not release leases; they expire with their TTL")
+                }
             }
         })
     }

@@ -42,13 +42,17 @@ impl FromRequest for Admin {
             .and_then(|h| h.to_str().ok())
             .and_then(|h| h.strip_prefix("Bearer "));
         let ok = match (expected, given) {
-            (Some(exp), Some(given)) => constant_time_eq(exp.expose_secret().as_bytes(), given.as_bytes()),
+            (Some(exp), Some(given)) => {
+                constant_time_eq(exp.expose_secret().as_bytes(), given.as_bytes())
+            }
             _ => false,
         };
         ready(if ok {
             Ok(Admin)
         } else {
-            Err(ApiError::unauthorized("a valid admin bearer token is required"))
+            Err(ApiError::unauthorized(
+                "a valid admin bearer token is required",
+            ))
         })
     }
 }
@@ -68,7 +72,9 @@ fn store_error(e: StoreError) -> ApiError {
 fn host_error(e: HostError) -> ApiError {
     let status = match e {
         HostError::NotFound | HostError::Closed(_) => StatusCode::NOT_FOUND,
-        HostError::OwnedElsewhere { .. } | HostError::Frozen | HostError::NotFrozen => StatusCode::CONFLICT,
+        HostError::OwnedElsewhere { .. } | HostError::Frozen | HostError::NotFrozen => {
+            StatusCode::CONFLICT
+        }
         HostError::Draining | HostError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     let mut err = ApiError::new(status, e.code(), &e.to_string());
@@ -86,7 +92,9 @@ async fn view(state: &AppState, row: TableRow) -> Result<Value, ApiError> {
     let seats = state.rt.store.seats(&row.id).await.map_err(store_error)?;
     let hosted_here = state
         .manager
-        .send(IsHosted { table: row.id.clone() })
+        .send(IsHosted {
+            table: row.id.clone(),
+        })
         .await
         .unwrap_or(false);
     Ok(json!({
@@ -115,9 +123,13 @@ struct CreateTable {
     max_buy_in: u64,
 }
 
-async fn create_table(_: Admin, state: web::Data<AppState>, body: web::Bytes) -> Result<HttpResponse, ApiError> {
-    let req: CreateTable =
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))?;
+async fn create_table(
+    _: Admin,
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let req: CreateTable = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))?;
     let config = TableConfig {
         small_blind: Chips(req.small_blind),
         big_blind: Chips(req.big_blind),
@@ -130,7 +142,10 @@ async fn create_table(_: Admin, state: web::Data<AppState>, body: web::Bytes) ->
         .validate()
         .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))?;
     if req.max_buy_in > i64::MAX as u64 {
-        return Err(ApiError::bad_request("bad_amount", "max_buy_in is too large"));
+        return Err(ApiError::bad_request(
+            "bad_amount",
+            "max_buy_in is too large",
+        ));
     }
     if state.rt.is_draining() {
         return Err(ApiError::draining());
@@ -173,7 +188,11 @@ async fn list_tables(_: Admin, state: web::Data<AppState>) -> Result<HttpRespons
     Ok(HttpResponse::Ok().json(json!({ "tables": tables })))
 }
 
-async fn get_table(_: Admin, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get_table(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let id = table_id(&path)?;
     let row = state
         .rt
@@ -186,16 +205,31 @@ async fn get_table(_: Admin, state: web::Data<AppState>, path: web::Path<String>
     Ok(HttpResponse::Ok().json(view(&state, row).await?))
 }
 
-async fn table_events(_: Admin, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn table_events(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let id = table_id(&path)?;
-    if state.rt.store.table(&id).await.map_err(store_error)?.is_none() {
+    if state
+        .rt
+        .store
+        .table(&id)
+        .await
+        .map_err(store_error)?
+        .is_none()
+    {
         return Err(ApiError::not_found("no such table"));
     }
     let events = state.rt.store.events(&id).await.map_err(store_error)?;
     Ok(HttpResponse::Ok().json(json!({ "events": events })))
 }
 
-async fn recover_table(_: Admin, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn recover_table(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let id = table_id(&path)?;
     state
         .manager
@@ -231,19 +265,34 @@ async fn grant(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let player = player_name(&path)?;
-    let body: Value = serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("bad_json", &e.to_string()))?;
+    let body: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request("bad_json", &e.to_string()))?;
     let chips = match body.get("chips") {
         Some(Value::Number(n)) => match n.as_u64() {
             Some(c) if c > 0 && c <= i64::MAX as u64 => Chips(c),
-            _ => return Err(ApiError::bad_request("bad_amount", "chips must be a whole number above 0")),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "bad_amount",
+                    "chips must be a whole number above 0",
+                ))
+            }
         },
         _ => return Err(ApiError::bad_request("bad_field", "chips is required")),
     };
-    let balance = state.rt.store.grant(player, chips).await.map_err(store_error)?;
+    let balance = state
+        .rt
+        .store
+        .grant(player, chips)
+        .await
+        .map_err(store_error)?;
     Ok(HttpResponse::Ok().json(json!({"player": player, "balance": balance})))
 }
 
-async fn player(_: Admin, state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn player(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let player = player_name(&path)?;
     let balance = state
         .rt

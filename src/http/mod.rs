@@ -47,11 +47,19 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
     }
     pub fn draining() -> ApiError {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "draining", "the server is shutting down")
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "draining",
+            "the server is shutting down",
+        )
     }
     pub fn internal(e: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %e, "request failed");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )
     }
 }
 
@@ -106,7 +114,8 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let last = state.last_renew_ok_ms.load(Ordering::Relaxed);
     let now = crate::actors::heartbeat::now_ms();
-    metrics::gauge!("pitboss_seconds_since_last_renew").set(now.saturating_sub(last) as f64 / 1000.0);
+    metrics::gauge!("pitboss_seconds_since_last_renew")
+        .set(now.saturating_sub(last) as f64 / 1000.0);
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(state.rt.metrics.render())

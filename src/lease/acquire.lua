@@ -10,10 +10,18 @@ if current then
     return {0, owner, redis.call('PTTL', KEYS[1])}
   end
 end
+-- Lua numbers are doubles, exact only up to 2^53, so the comparison is
+-- done on the decimal strings and the increment by Redis (64-bit exact).
+local function greater(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
 -- The floor keeps a Redis that lost its counter from reissuing a used token.
-local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-local floor = tonumber(ARGV[3]) or 0
-local fence = math.max(counter, floor) + 1
-redis.call('SET', KEYS[2], string.format('%d', fence))
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%d', fence), 'PX', ARGV[2])
-return {1, string.format('%d', fence)}
+local counter = redis.call('GET', KEYS[2]) or '0'
+if greater(ARGV[3], counter) then
+  redis.call('SET', KEYS[2], ARGV[3])
+end
+redis.call('INCR', KEYS[2])
+local fence = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. fence, 'PX', ARGV[2])
+return {1, fence}

@@ -120,7 +120,9 @@ impl LeaseClient {
 
     async fn run<T: redis::FromRedisValue>(
         &self,
-        cmd: impl FnOnce(ConnectionManager) -> futures::future::BoxFuture<'static, redis::RedisResult<T>>,
+        cmd: impl FnOnce(
+            ConnectionManager,
+        ) -> futures::future::BoxFuture<'static, redis::RedisResult<T>>,
     ) -> Result<T, LeaseError> {
         tokio::time::timeout(self.op_timeout, cmd(self.conn.clone()))
             .await
@@ -217,33 +219,20 @@ impl LeaseClient {
         if tables.is_empty() {
             return Ok(Vec::new());
         }
-        let mut cmd = redis::cmd("MGET");
+        // A pipeline of GETs rather than one MGET: the keys of different
+        // tables may live on different Redis Cluster slots.
+        let mut pipe = redis::pipe();
         for t in tables {
-            cmd.arg(self.lease_key(t));
+            pipe.cmd("GET").arg(self.lease_key(t));
         }
         let values: Vec<Option<String>> = self
-            .run(move |mut c| Box::pin(async move { cmd.query_async(&mut c).await }))
+            .run(move |mut c| Box::pin(async move { pipe.query_async(&mut c).await }))
             .await?;
         let mine = format!("{}|", self.owner);
         Ok(values
             .into_iter()
             .map(|v| v.is_none_or(|v| v.starts_with(&mine)))
             .collect())
-    }
-
-    /// Which of these tables have no lease at all right now (one round trip).
-    pub async fn unleased(&self, tables: &[TableId]) -> Result<Vec<bool>, LeaseError> {
-        if tables.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        for t in tables {
-            pipe.cmd("EXISTS").arg(self.lease_key(t));
-        }
-        let replies: Vec<i64> = self
-            .run(move |mut c| Box::pin(async move { pipe.query_async(&mut c).await }))
-            .await?;
-        Ok(replies.into_iter().map(|r| r == 0).collect())
     }
 
     /// Current holder of a table's lease, if any: `(owner, fence)`.

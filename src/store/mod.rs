@@ -19,7 +19,9 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("stale owner boundary write on table {table}: fence {fence} is not the current {current}")]
+    #[error(
+        "stale owner boundary write on table {table}: fence {fence} is not the current {current}"
+    )]
     StaleOwnerBoundaryWrite {
         table: TableId,
         fence: Fence,
@@ -53,9 +55,13 @@ impl StoreError {
         if let Some(db) = e.as_database_error() {
             match (db.code().as_deref(), db.constraint()) {
                 (Some("23505"), Some("seats_pkey")) => return StoreError::SeatTaken,
-                (Some("23505"), Some("seats_table_id_player_key")) => return StoreError::AlreadySeated,
+                (Some("23505"), Some("seats_table_id_player_key")) => {
+                    return StoreError::AlreadySeated
+                }
                 (Some("23505"), Some("hands_pkey")) => return StoreError::HandAlreadyApplied(0),
-                (Some("23514"), Some("accounts_balance_check")) => return StoreError::InsufficientFunds,
+                (Some("23514"), Some("accounts_balance_check")) => {
+                    return StoreError::InsufficientFunds
+                }
                 (Some("22003"), _) => return StoreError::BadAmount("too large".into()),
                 _ => {}
             }
@@ -133,7 +139,8 @@ fn table_row(r: &sqlx::postgres::PgRow) -> Result<TableRow, StoreError> {
         .map_err(|e| StoreError::Inconsistent(format!("table {id} config: {e}")))?;
     let button: Option<i16> = r.try_get("button")?;
     Ok(TableRow {
-        id: TableId::parse(&id).ok_or_else(|| StoreError::Inconsistent(format!("table id {id:?}")))?,
+        id: TableId::parse(&id)
+            .ok_or_else(|| StoreError::Inconsistent(format!("table id {id:?}")))?,
         environment: r.try_get("environment")?,
         state: r.try_get("state")?,
         state_reason: r.try_get("state_reason")?,
@@ -151,7 +158,11 @@ pub struct Store {
 }
 
 impl Store {
-    pub fn connect_lazy(url: &str, max_connections: u32, acquire_timeout: Duration) -> Result<Store, StoreError> {
+    pub fn connect_lazy(
+        url: &str,
+        max_connections: u32,
+        acquire_timeout: Duration,
+    ) -> Result<Store, StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(acquire_timeout)
@@ -174,8 +185,14 @@ impl Store {
         Ok(())
     }
 
-    pub async fn create_table(&self, env: &str, id: &TableId, config: &TableConfig) -> Result<TableRow, StoreError> {
-        let config = serde_json::to_value(config).map_err(|e| StoreError::Inconsistent(e.to_string()))?;
+    pub async fn create_table(
+        &self,
+        env: &str,
+        id: &TableId,
+        config: &TableConfig,
+    ) -> Result<TableRow, StoreError> {
+        let config =
+            serde_json::to_value(config).map_err(|e| StoreError::Inconsistent(e.to_string()))?;
         let mut tx = self.pool.begin().await?;
         let row = sqlx::query(&format!(
             "INSERT INTO tables (id, environment, config) VALUES ($1, $2, $3) RETURNING {TABLE_COLUMNS}"
@@ -224,10 +241,11 @@ impl Store {
     }
 
     pub async fn seats(&self, id: &TableId) -> Result<Vec<SeatRow>, StoreError> {
-        let rows = sqlx::query("SELECT seat, player, stack FROM seats WHERE table_id = $1 ORDER BY seat")
-            .bind(id.as_str())
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query("SELECT seat, player, stack FROM seats WHERE table_id = $1 ORDER BY seat")
+                .bind(id.as_str())
+                .fetch_all(&self.pool)
+                .await?;
         rows.iter()
             .map(|r| {
                 Ok(SeatRow {
@@ -243,17 +261,24 @@ impl Store {
     /// The highest token Postgres has seen for the table: the floor below
     /// which Redis must never issue a fence.
     pub async fn fence_floor(&self, id: &TableId) -> Result<Fence, StoreError> {
-        let v: Option<i64> = sqlx::query_scalar("SELECT owner_fencing_token FROM tables WHERE id = $1")
-            .bind(id.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
+        let v: Option<i64> =
+            sqlx::query_scalar("SELECT owner_fencing_token FROM tables WHERE id = $1")
+                .bind(id.as_str())
+                .fetch_optional(&self.pool)
+                .await?;
         v.map(Fence::from_db).ok_or(StoreError::TableNotFound)
     }
 
     /// Records a freshly acquired fence as the table's current one. Zero rows
     /// means a newer owner has stamped already: the caller must release and
     /// refuse. A table revived after a shutdown or drain becomes open again.
-    pub async fn stamp(&self, id: &TableId, fence: Fence, owner: &str, recover: bool) -> Result<TableRow, StoreError> {
+    pub async fn stamp(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        owner: &str,
+        recover: bool,
+    ) -> Result<TableRow, StoreError> {
         let mut tx = self.pool.begin().await?;
         let current = lock_table(&mut tx, id).await?;
         if current.fence >= fence {
@@ -263,7 +288,8 @@ impl Store {
                 current: current.fence,
             });
         }
-        let reopen = matches!(current.state.as_str(), "draining" | "released") || (recover && current.state == "frozen");
+        let reopen = matches!(current.state.as_str(), "draining" | "released")
+            || (recover && current.state == "frozen");
         let row = sqlx::query(&format!(
             "UPDATE tables SET owner_fencing_token = $2, owner_instance = $3, updated_at = now(), \
              state = CASE WHEN $4 THEN 'open' ELSE state END, \
@@ -281,8 +307,21 @@ impl Store {
             (true, false) => "revived",
             _ => "acquired",
         };
-        let to = if reopen { "open" } else { current.state.as_str() };
-        insert_event(&mut tx, id, Some(&current.state), to, Some(reason), Some(owner), Some(fence)).await?;
+        let to = if reopen {
+            "open"
+        } else {
+            current.state.as_str()
+        };
+        insert_event(
+            &mut tx,
+            id,
+            Some(&current.state),
+            to,
+            Some(reason),
+            Some(owner),
+            Some(fence),
+        )
+        .await?;
         tx.commit().await?;
         table_row(&row)
     }
@@ -298,13 +337,24 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         let current = lock_fenced(&mut tx, id, fence).await?;
-        sqlx::query("UPDATE tables SET state = $2, state_reason = $3, updated_at = now() WHERE id = $1")
-            .bind(id.as_str())
-            .bind(to)
-            .bind(reason)
-            .execute(&mut *tx)
-            .await?;
-        insert_event(&mut tx, id, Some(&current.state), to, reason, Some(owner), Some(fence)).await?;
+        sqlx::query(
+            "UPDATE tables SET state = $2, state_reason = $3, updated_at = now() WHERE id = $1",
+        )
+        .bind(id.as_str())
+        .bind(to)
+        .bind(reason)
+        .execute(&mut *tx)
+        .await?;
+        insert_event(
+            &mut tx,
+            id,
+            Some(&current.state),
+            to,
+            reason,
+            Some(owner),
+            Some(fence),
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -342,14 +392,22 @@ impl Store {
             .execute(&mut *tx)
             .await
             .map_err(StoreError::from_db)?;
-        insert_ledger(&mut tx, "buy_in", &player.0, id, None, fence, -amount_db, amount_db).await?;
+        insert_ledger(
+            &mut tx, "buy_in", &player.0, id, None, fence, -amount_db, amount_db,
+        )
+        .await?;
         tx.commit().await?;
         Ok(chips_from_db(balance))
     }
 
     /// Stack → wallet for the listed seats, fenced; the stack must be what
     /// the table says it is.
-    pub async fn cash_out(&self, id: &TableId, fence: Fence, outs: &[CashOut]) -> Result<(), StoreError> {
+    pub async fn cash_out(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        outs: &[CashOut],
+    ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         lock_fenced(&mut tx, id, fence).await?;
         cash_out_in(&mut tx, id, fence, outs, "cash_out").await?;
@@ -370,8 +428,22 @@ impl Store {
         button: Option<SeatNo>,
         outs: &[CashOut],
     ) -> Result<(), StoreError> {
-        let hand_db = i64::try_from(summary.hand).map_err(|_| StoreError::BadAmount("hand number".into()))?;
-        let result = serde_json::to_value(summary).map_err(|e| StoreError::Inconsistent(e.to_string()))?;
+        let hand_db =
+            i64::try_from(summary.hand).map_err(|_| StoreError::BadAmount("hand number".into()))?;
+        let result =
+            serde_json::to_value(summary).map_err(|e| StoreError::Inconsistent(e.to_string()))?;
+        // Chips move between seats only: a summary that creates or destroys
+        // chips is refused before it can touch a wallet or a stack (I3).
+        let mut net: i128 = 0;
+        for s in &summary.seats {
+            net += i128::from(delta(s.start_stack, s.end_stack)?);
+        }
+        if net != 0 {
+            return Err(StoreError::Inconsistent(format!(
+                "hand {} does not conserve chips: stacks change by {net}",
+                summary.hand
+            )));
+        }
         let mut tx = self.pool.begin().await?;
         lock_fenced(&mut tx, id, fence).await?;
         sqlx::query("INSERT INTO hands (table_id, hand_no, fence, owner, result) VALUES ($1, $2, $3, $4, $5)")
@@ -421,15 +493,23 @@ impl Store {
     }
 
     /// Burns a voided hand's number so it is never dealt twice.
-    pub async fn record_void(&self, id: &TableId, fence: Fence, hand: u64) -> Result<(), StoreError> {
-        let hand_db = i64::try_from(hand).map_err(|_| StoreError::BadAmount("hand number".into()))?;
+    pub async fn record_void(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        hand: u64,
+    ) -> Result<(), StoreError> {
+        let hand_db =
+            i64::try_from(hand).map_err(|_| StoreError::BadAmount("hand number".into()))?;
         let mut tx = self.pool.begin().await?;
         lock_fenced(&mut tx, id, fence).await?;
-        sqlx::query("UPDATE tables SET hand_no = GREATEST(hand_no, $2), updated_at = now() WHERE id = $1")
-            .bind(id.as_str())
-            .bind(hand_db)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE tables SET hand_no = GREATEST(hand_no, $2), updated_at = now() WHERE id = $1",
+        )
+        .bind(id.as_str())
+        .bind(hand_db)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -475,7 +555,8 @@ impl Store {
         .await?;
         let num = |name: &str| -> Result<i128, StoreError> {
             let s: String = row.try_get(name)?;
-            s.parse().map_err(|_| StoreError::Inconsistent(format!("{name} = {s}")))
+            s.parse()
+                .map_err(|_| StoreError::Inconsistent(format!("{name} = {s}")))
         };
         let (wallets, stacks, granted) = (num("wallets")?, num("stacks")?, num("granted")?);
         Ok(Audit {
@@ -513,7 +594,10 @@ struct Locked {
     fence: Fence,
 }
 
-async fn lock_table(tx: &mut Transaction<'_, Postgres>, id: &TableId) -> Result<Locked, StoreError> {
+async fn lock_table(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+) -> Result<Locked, StoreError> {
     let row = sqlx::query("SELECT state, owner_fencing_token FROM tables WHERE id = $1 FOR UPDATE")
         .bind(id.as_str())
         .fetch_optional(&mut **tx)
@@ -525,7 +609,11 @@ async fn lock_table(tx: &mut Transaction<'_, Postgres>, id: &TableId) -> Result<
     })
 }
 
-async fn lock_fenced(tx: &mut Transaction<'_, Postgres>, id: &TableId, fence: Fence) -> Result<Locked, StoreError> {
+async fn lock_fenced(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+    fence: Fence,
+) -> Result<Locked, StoreError> {
     let locked = lock_table(tx, id).await?;
     if locked.fence != fence {
         return Err(StoreError::StaleOwnerBoundaryWrite {
@@ -546,25 +634,29 @@ async fn cash_out_in(
 ) -> Result<(), StoreError> {
     for out in outs {
         let stack = db_chips(out.stack)?;
-        let deleted = sqlx::query("DELETE FROM seats WHERE table_id = $1 AND seat = $2 AND player = $3 AND stack = $4")
-            .bind(id.as_str())
-            .bind(i16::from(out.seat))
-            .bind(&out.player.0)
-            .bind(stack)
-            .execute(&mut **tx)
-            .await?;
+        let deleted = sqlx::query(
+            "DELETE FROM seats WHERE table_id = $1 AND seat = $2 AND player = $3 AND stack = $4",
+        )
+        .bind(id.as_str())
+        .bind(i16::from(out.seat))
+        .bind(&out.player.0)
+        .bind(stack)
+        .execute(&mut **tx)
+        .await?;
         if deleted.rows_affected() != 1 {
             return Err(StoreError::Inconsistent(format!(
                 "seat {} ({}) does not hold {} chips",
                 out.seat, out.player.0, out.stack
             )));
         }
-        sqlx::query("UPDATE accounts SET balance = balance + $2, updated_at = now() WHERE player = $1")
-            .bind(&out.player.0)
-            .bind(stack)
-            .execute(&mut **tx)
-            .await
-            .map_err(StoreError::from_db)?;
+        sqlx::query(
+            "UPDATE accounts SET balance = balance + $2, updated_at = now() WHERE player = $1",
+        )
+        .bind(&out.player.0)
+        .bind(stack)
+        .execute(&mut **tx)
+        .await
+        .map_err(StoreError::from_db)?;
         insert_ledger(tx, kind, &out.player.0, id, None, fence, stack, -stack).await?;
     }
     Ok(())

@@ -6,8 +6,8 @@ pub mod session;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
-use crate::http::{ApiError, AppState};
 use crate::game::PlayerId;
+use crate::http::{ApiError, AppState};
 
 /// Largest inbound frame accepted; a bigger one closes the socket with 1009.
 pub const MAX_FRAME_BYTES: usize = 4096;
@@ -35,7 +35,8 @@ pub async fn connect(
     if state.rt.is_draining() {
         return Err(ApiError::draining());
     }
-    let session = session::WsSession::new(PlayerId(player), state.rt.clone(), state.manager.clone());
+    let session =
+        session::WsSession::new(PlayerId(player), state.rt.clone(), state.manager.clone());
     actix_web_actors::ws::WsResponseBuilder::new(session, &req, stream)
         .frame_size(MAX_FRAME_BYTES)
         .start()

@@ -11,10 +11,23 @@ use crate::types::TableId;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientFrame {
-    Join { table: TableId, since: Option<u64> },
-    Sit { table: TableId, seat: SeatNo, buy_in: Chips },
-    Act { table: TableId, hand: u64, action: Action },
-    Leave { table: TableId },
+    Join {
+        table: TableId,
+        since: Option<u64>,
+    },
+    Sit {
+        table: TableId,
+        seat: SeatNo,
+        buy_in: Chips,
+    },
+    Act {
+        table: TableId,
+        hand: u64,
+        action: Action,
+    },
+    Leave {
+        table: TableId,
+    },
     Ping,
 }
 
@@ -88,9 +101,8 @@ fn bad_amount(message: impl Into<String>) -> ClientError {
 
 fn table_field(obj: &Map<String, Value>) -> Result<TableId, ClientError> {
     match obj.get("table") {
-        Some(Value::String(s)) => {
-            TableId::parse(s).ok_or_else(|| ClientError::new("table_not_found", format!("no table {s:?}")))
-        }
+        Some(Value::String(s)) => TableId::parse(s)
+            .ok_or_else(|| ClientError::new("table_not_found", format!("no table {s:?}"))),
         Some(_) => Err(bad_field("table must be a string")),
         None => Err(bad_field("table is required")),
     }
@@ -115,17 +127,23 @@ fn chips_field(obj: &Map<String, Value>, name: &str) -> Result<Option<Chips>, Cl
         Some(Value::Number(n)) => match n.as_u64() {
             Some(0) => Err(bad_amount(format!("{name} must be above 0"))),
             Some(v) if v <= i64::MAX as u64 => Ok(Some(Chips(v))),
-            _ => Err(bad_amount(format!("{name} must be a whole number of chips from 1 to {}", i64::MAX))),
+            _ => Err(bad_amount(format!(
+                "{name} must be a whole number of chips from 1 to {}",
+                i64::MAX
+            ))),
         },
         Some(_) => Err(bad_field(format!("{name} must be a number"))),
     }
 }
 
 pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| ClientError::new("bad_json", format!("not valid JSON: {e}")))?;
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| ClientError::new("bad_json", format!("not valid JSON: {e}")))?;
     let Value::Object(obj) = value else {
-        return Err(ClientError::new("bad_json", "a frame must be a JSON object"));
+        return Err(ClientError::new(
+            "bad_json",
+            "a frame must be a JSON object",
+        ));
     };
     let kind = match obj.get("type") {
         Some(Value::String(s)) => s.as_str(),
@@ -142,8 +160,13 @@ pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
             let table = table_field(&obj)?;
             let seat = u64_field(&obj, "seat")?.ok_or_else(|| bad_field("seat is required"))?;
             let seat = SeatNo::try_from(seat).map_err(|_| bad_field("seat is out of range"))?;
-            let buy_in = chips_field(&obj, "buy_in")?.ok_or_else(|| bad_field("buy_in is required"))?;
-            Ok(ClientFrame::Sit { table, seat, buy_in })
+            let buy_in =
+                chips_field(&obj, "buy_in")?.ok_or_else(|| bad_field("buy_in is required"))?;
+            Ok(ClientFrame::Sit {
+                table,
+                seat,
+                buy_in,
+            })
         }
         "act" => {
             let table = table_field(&obj)?;
@@ -153,7 +176,10 @@ pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
                 Some(_) => return Err(bad_field("action must be a string")),
                 None => return Err(bad_field("action is required")),
             };
-            let amount = || chips_field(&obj, "amount")?.ok_or_else(|| bad_amount("amount is required for bet and raise"));
+            let amount = || {
+                chips_field(&obj, "amount")?
+                    .ok_or_else(|| bad_amount("amount is required for bet and raise"))
+            };
             let action = match name {
                 "fold" => Action::Fold,
                 "check" => Action::Check,
@@ -163,10 +189,19 @@ pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
                 "raise" => Action::Raise(amount()?),
                 other => return Err(bad_field(format!("unknown action {other:?}"))),
             };
-            Ok(ClientFrame::Act { table, hand, action })
+            Ok(ClientFrame::Act {
+                table,
+                hand,
+                action,
+            })
         }
-        "leave" => Ok(ClientFrame::Leave { table: table_field(&obj)? }),
-        other => Err(ClientError::new("unknown_type", format!("unknown frame type {other:?}"))),
+        "leave" => Ok(ClientFrame::Leave {
+            table: table_field(&obj)?,
+        }),
+        other => Err(ClientError::new(
+            "unknown_type",
+            format!("unknown frame type {other:?}"),
+        )),
     }
 }
 
@@ -193,19 +228,42 @@ mod tests {
     fn missing_or_mistyped_fields_are_bad_field() {
         assert_eq!(code(r#"{"table":"t1"}"#), "bad_field");
         assert_eq!(code(r#"{"type":"join"}"#), "bad_field");
-        assert_eq!(code(r#"{"type":"sit","table":"t1","seat":"zero","buy_in":100}"#), "bad_field");
-        assert_eq!(code(r#"{"type":"sit","table":"t1","seat":300,"buy_in":100}"#), "bad_field");
-        assert_eq!(code(r#"{"type":"act","table":"t1","hand":1,"action":"dance"}"#), "bad_field");
+        assert_eq!(
+            code(r#"{"type":"sit","table":"t1","seat":"zero","buy_in":100}"#),
+            "bad_field"
+        );
+        assert_eq!(
+            code(r#"{"type":"sit","table":"t1","seat":300,"buy_in":100}"#),
+            "bad_field"
+        );
+        assert_eq!(
+            code(r#"{"type":"act","table":"t1","hand":1,"action":"dance"}"#),
+            "bad_field"
+        );
     }
 
     #[test]
     fn bad_chip_amounts_are_bad_amount() {
-        for amount in ["-5", "1.5", "0", "18446744073709551616", "9223372036854775808"] {
-            let frame = format!(r#"{{"type":"act","table":"t1","hand":1,"action":"raise","amount":{amount}}}"#);
+        for amount in [
+            "-5",
+            "1.5",
+            "0",
+            "18446744073709551616",
+            "9223372036854775808",
+        ] {
+            let frame = format!(
+                r#"{{"type":"act","table":"t1","hand":1,"action":"raise","amount":{amount}}}"#
+            );
             assert_eq!(code(&frame), "bad_amount", "amount {amount}");
         }
-        assert_eq!(code(r#"{"type":"act","table":"t1","hand":1,"action":"bet"}"#), "bad_amount");
-        assert_eq!(code(r#"{"type":"sit","table":"t1","seat":0,"buy_in":-1}"#), "bad_amount");
+        assert_eq!(
+            code(r#"{"type":"act","table":"t1","hand":1,"action":"bet"}"#),
+            "bad_amount"
+        );
+        assert_eq!(
+            code(r#"{"type":"sit","table":"t1","seat":0,"buy_in":-1}"#),
+            "bad_amount"
+        );
     }
 
     #[test]

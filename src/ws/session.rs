@@ -43,7 +43,12 @@ impl WsSession {
         }
     }
 
-    fn reject(&self, ctx: &mut ws::WebsocketContext<Self>, table: Option<&TableId>, e: &ClientError) {
+    fn reject(
+        &self,
+        ctx: &mut ws::WebsocketContext<Self>,
+        table: Option<&TableId>,
+        e: &ClientError,
+    ) {
         metrics::counter!("pitboss_ws_frames_rejected_total", "code" => e.code).increment(1);
         ctx.text(e.to_frame(table));
     }
@@ -81,9 +86,10 @@ impl WsSession {
         // Frames of one session are handled in order: the next waits for
         // this join, so a sit right after a join finds the table joined.
         let fut = async move {
-            let addr = manager.send(LoadOrCreate { table: msg_table }).await.map_err(|_| {
-                ClientError::new("unavailable", "the server is stopping")
-            })?;
+            let addr = manager
+                .send(LoadOrCreate { table: msg_table })
+                .await
+                .map_err(|_| ClientError::new("unavailable", "the server is stopping"))?;
             let addr = addr.map_err(|e| host_error(&e))?;
             addr.send(join)
                 .await
@@ -99,7 +105,9 @@ impl WsSession {
     }
 
     fn forward(&mut self, frame: ClientFrame, ctx: &mut ws::WebsocketContext<Self>) {
-        let Some(table) = frame.table().cloned() else { return };
+        let Some(table) = frame.table().cloned() else {
+            return;
+        };
         let Some(addr) = self.tables.get(&table).cloned() else {
             return self.reject(
                 ctx,
@@ -110,8 +118,22 @@ impl WsSession {
         let player = self.player.clone();
         let fut = async move {
             let sent = match frame {
-                ClientFrame::Sit { seat, buy_in, .. } => addr.send(Sit { player, seat, buy_in }).await,
-                ClientFrame::Act { hand, action, .. } => addr.send(Act { player, hand, action }).await,
+                ClientFrame::Sit { seat, buy_in, .. } => {
+                    addr.send(Sit {
+                        player,
+                        seat,
+                        buy_in,
+                    })
+                    .await
+                }
+                ClientFrame::Act { hand, action, .. } => {
+                    addr.send(Act {
+                        player,
+                        hand,
+                        action,
+                    })
+                    .await
+                }
                 ClientFrame::Leave { .. } => addr.send(Leave { player }).await,
                 ClientFrame::Join { .. } | ClientFrame::Ping => return Ok(()),
             };
@@ -198,7 +220,11 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
         match msg {
             Ok(ws::Message::Text(text)) => self.on_frame(&text, ctx),
             Ok(ws::Message::Binary(_)) => {
-                self.reject(ctx, None, &ClientError::new("bad_json", "frames must be JSON text"));
+                self.reject(
+                    ctx,
+                    None,
+                    &ClientError::new("bad_json", "frames must be JSON text"),
+                );
             }
             Ok(ws::Message::Ping(p)) => ctx.pong(&p),
             Ok(ws::Message::Pong(_)) => {}

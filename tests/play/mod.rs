@@ -147,7 +147,8 @@ pub async fn play_hands(
     out
 }
 
-/// Spawns a player that keeps playing until it is closed or `timeout`.
+/// Spawns a player that keeps playing until its connection closes, its
+/// table freezes, or `timeout`.
 pub fn spawn_forever(
     mut p: Player,
     table: &str,
@@ -156,8 +157,10 @@ pub fn spawn_forever(
 ) -> JoinHandle<Player> {
     let table = table.to_string();
     tokio::spawn(async move {
-        p.play_until(&table, policy, timeout, |c| c.closed.is_some())
-            .await;
+        p.play_until(&table, policy, timeout, |c| {
+            c.closed.is_some() || c.seen.iter().any(|v| v["type"] == "frozen")
+        })
+        .await;
         p
     })
 }
