@@ -13,6 +13,7 @@
 
 pub mod actors;
 pub mod auth;
+pub mod bots;
 pub mod config;
 pub mod game;
 pub mod http;

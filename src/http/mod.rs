@@ -1,6 +1,7 @@
 //! HTTP: health, readiness, metrics, the admin API, and the WebSocket route.
 
 pub mod admin;
+pub mod pages;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -84,11 +85,17 @@ impl ResponseError for ApiError {
 }
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/healthz", web::get().to(healthz))
+    cfg.route("/", web::get().to(pages::table_page))
+        .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz))
         .route("/metrics", web::get().to(metrics))
         .route("/ws", web::get().to(crate::ws::connect))
-        .service(web::scope("/admin").configure(admin::routes));
+        .service(
+            web::scope("/admin")
+                .route("", web::get().to(pages::admin_page))
+                .route("/", web::get().to(pages::admin_page))
+                .configure(admin::routes),
+        );
 }
 
 async fn healthz() -> HttpResponse {
