@@ -49,6 +49,7 @@ pub struct Settings {
     pub instance: InstanceSettings,
     pub lease: LeaseSettings,
     pub table: TableSettings,
+    pub ws: WsSettings,
     pub shutdown: ShutdownSettings,
     #[serde(default)]
     pub auth: AuthSettings,
@@ -103,6 +104,27 @@ pub struct TableSettings {
     pub idle_evict_ms: u64,
     pub arbiters: usize,
     pub history_events: usize,
+    /// How long a seat is held for a player with no connection; after it
+    /// the player is stood up and the stack goes back to the wallet.
+    pub reconnect_window_ms: u64,
+    /// 0 = off: a table frozen by a lost lease stays frozen for an operator.
+    pub auto_recover_after_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct WsSettings {
+    /// A bigger inbound frame closes the connection with 1009.
+    pub max_frame_bytes: usize,
+    /// Inbound frames per second, with a burst allowance.
+    pub rate_per_sec: u32,
+    pub rate_burst: u32,
+    /// Rate-limited frames tolerated before the connection closes (1008).
+    pub rate_strikes: u32,
+    /// Bytes queued for a client that does not read before it is dropped.
+    pub outbound_queue_bytes: u64,
+    pub ping_interval_ms: u64,
+    /// A client heard from neither frame nor pong for this long is dropped.
+    pub idle_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -186,6 +208,11 @@ impl Settings {
         }
         if self.lease.ttl_ms < 300 {
             return Err("config error: lease.ttl_ms must be at least 300".into());
+        }
+        if self.ws.max_frame_bytes < 128 || self.ws.rate_per_sec == 0 || self.ws.rate_burst == 0 {
+            return Err(
+                "config error: ws.max_frame_bytes must be >= 128 and ws rates above 0".into(),
+            );
         }
         if self.table.arbiters == 0 {
             return Err("config error: table.arbiters must be at least 1".into());

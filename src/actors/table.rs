@@ -57,6 +57,11 @@ pub struct Table {
     drain_timer: Option<SpawnHandle>,
     /// Since when nobody has been seated; `None` while someone is.
     empty_since: Option<Instant>,
+    /// Seated players with no connection, and since when: their seats are
+    /// held for the reconnect window, then they are stood up.
+    absent: HashMap<PlayerId, Instant>,
+    /// Why the table froze, for the manager once it has stopped.
+    frozen_reason: Option<&'static str>,
     /// Unix millis at which the current action clock runs out.
     action_deadline_ms: Option<i64>,
     span: tracing::Span,
@@ -74,6 +79,10 @@ impl Table {
         let span =
             tracing::info_span!("table", table_id = %id, fence = fence.0, hand_no = game.hand_no());
         let empty_since = game.seats().is_empty().then(Instant::now);
+        // A revived table's players reconnect after the redeploy; until then
+        // their seats are held like any dropped connection's.
+        let now = Instant::now();
+        let absent = game.seats().into_iter().map(|s| (s.player, now)).collect();
         Table {
             id,
             fence,
@@ -89,6 +98,8 @@ impl Table {
             next_hand_timer: None,
             drain_timer: None,
             empty_since,
+            absent,
+            frozen_reason: None,
             action_deadline_ms: None,
             span,
         }
@@ -231,6 +242,11 @@ impl Table {
             EventKind::Turn { hand, seat, .. } => Some((hand, seat)),
             _ => None,
         });
+        for e in &events {
+            if let EventKind::Left { player, .. } = &e.kind {
+                self.absent.remove(player);
+            }
+        }
         let left: Vec<CashOut> = events
             .iter()
             .filter_map(|e| match &e.kind {
@@ -390,6 +406,7 @@ impl Table {
         let _g = self.span.clone().entered();
         warn!(event = "table_frozen", reason, "table frozen");
         self.phase = Phase::Frozen;
+        self.frozen_reason = Some(reason);
         for t in [
             &mut self.action_timer,
             &mut self.next_hand_timer,
@@ -550,6 +567,33 @@ impl Table {
         }));
     }
 
+    /// Stands up players whose connection has been gone longer than the
+    /// reconnect window (folded now if in a hand, cashed out at its end).
+    fn check_absent(&mut self, ctx: &mut Context<Self>) {
+        if self.phase != Phase::Open {
+            return;
+        }
+        let window = Duration::from_millis(self.rt.settings.table.reconnect_window_ms);
+        let expired: Vec<PlayerId> = self
+            .absent
+            .iter()
+            .filter(|(_, since)| since.elapsed() >= window)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for player in expired {
+            let Some(seat) = self.game.seat_of(&player) else {
+                self.absent.remove(&player);
+                continue;
+            };
+            let _g = self.span.clone().entered();
+            info!(player = %player.0, seat, "reconnect window passed; standing the player up");
+            match self.apply(Command::Leave { seat }, ctx) {
+                Ok(events) => self.advance(events, ctx),
+                Err(e) => warn!(error = %e, "could not stand up an absent player"),
+            }
+        }
+    }
+
     fn check_lease(&mut self, ctx: &mut Context<Self>) {
         if matches!(self.phase, Phase::Open | Phase::Draining)
             && !self.clock.is_valid(Instant::now())
@@ -589,6 +633,9 @@ impl Actor for Table {
         let idle_check =
             (self.rt.idle_evict() / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
         ctx.run_interval(idle_check, |act, ctx| act.check_idle(ctx));
+        let absent_check = Duration::from_millis(self.rt.settings.table.reconnect_window_ms / 4)
+            .clamp(Duration::from_millis(20), Duration::from_secs(1));
+        ctx.run_interval(absent_check, |act, ctx| act.check_absent(ctx));
         self.schedule_next_hand(ctx);
     }
 
@@ -597,6 +644,7 @@ impl Actor for Table {
         self.manager.do_send(TableStopped {
             table: self.id.clone(),
             fence: self.fence,
+            frozen: self.frozen_reason,
         });
     }
 }
@@ -633,6 +681,7 @@ impl Handler<Join> for Table {
                 .tx
                 .do_send(Outbound::Frame(self.snapshot_frame(&msg.player))),
         }
+        self.absent.remove(&msg.player);
         self.subscribers.insert(
             msg.session,
             Subscriber {
@@ -654,7 +703,13 @@ impl Handler<Unsubscribe> for Table {
     type Result = ();
 
     fn handle(&mut self, msg: Unsubscribe, _ctx: &mut Self::Context) {
-        self.subscribers.remove(&msg.session);
+        let Some(gone) = self.subscribers.remove(&msg.session) else {
+            return;
+        };
+        let still_here = self.subscribers.values().any(|s| s.player == gone.player);
+        if !still_here && self.game.seat_of(&gone.player).is_some() {
+            self.absent.entry(gone.player).or_insert_with(Instant::now);
+        }
     }
 }
 
@@ -734,6 +789,8 @@ pub struct Act {
     pub player: PlayerId,
     pub hand: u64,
     pub action: crate::game::Action,
+    /// When the session read the frame, for the latency histogram.
+    pub received: Instant,
 }
 
 impl Handler<Act> for Table {
@@ -757,6 +814,8 @@ impl Handler<Act> for Table {
             ctx,
         )?;
         self.advance(events, ctx);
+        metrics::histogram!("pitboss_action_to_broadcast_seconds")
+            .record(msg.received.elapsed().as_secs_f64());
         Ok(())
     }
 }

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use tracing::{debug, error, info, warn};
 
 use super::table::{Drain, Freeze, Table};
-use crate::game::{Game, PlayerId};
+use crate::game::{Chips, Game, PlayerId};
 use crate::lease::{HeldLease, LeaseClock, LeaseError, RenewOutcome};
 use crate::runtime::Runtime;
 use crate::store::StoreError;
@@ -471,6 +471,8 @@ impl Handler<HostedTables> for TableManager {
 pub struct TableStopped {
     pub table: TableId,
     pub fence: Fence,
+    /// Set when the table stopped because it froze.
+    pub frozen: Option<&'static str>,
 }
 
 impl Handler<TableStopped> for TableManager {
@@ -485,6 +487,18 @@ impl Handler<TableStopped> for TableManager {
             h.clock.revoke();
         }
         self.update_gauge();
+        let cooldown = self.rt.settings.table.auto_recover_after_ms;
+        if msg.frozen == Some("lease_lost") && cooldown > 0 && self.drain.is_none() {
+            // Opt-in: by default a freeze stays loud and waits for an operator.
+            let table = msg.table.clone();
+            info!(table_id = %table, cooldown_ms = cooldown, "automatic recovery scheduled");
+            ctx.run_later(Duration::from_millis(cooldown), move |act, ctx| {
+                if act.drain.is_none() {
+                    warn!(event = "table_auto_recover", table_id = %table, "recovering a frozen table automatically");
+                    act.host_as(table, Mode::Recover, None, ctx);
+                }
+            });
+        }
         let lease = HeldLease {
             table: msg.table,
             fence: msg.fence,
@@ -638,4 +652,86 @@ impl Handler<ForceRelease> for TableManager {
             }
         })
     }
+}
+
+/// Dispose a frozen table: take its lease (refused while another live owner
+/// holds it), stamp a new fence, then escape → custody → closed in one
+/// fenced transaction, and release the lease. Answers what each player got
+/// back.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<(String, Chips)>, HostError>")]
+pub struct Dispose {
+    pub table: TableId,
+}
+
+impl Handler<Dispose> for TableManager {
+    type Result = ResponseActFuture<Self, Result<Vec<(String, Chips)>, HostError>>;
+
+    fn handle(&mut self, msg: Dispose, _ctx: &mut Self::Context) -> Self::Result {
+        if self.hosted.contains_key(&msg.table) {
+            return Box::pin(fut::ready(Err(HostError::NotFrozen)));
+        }
+        if self.pending.contains_key(&msg.table) {
+            return Box::pin(fut::ready(Err(HostError::Unavailable(
+                "the table is being acquired right now".into(),
+            ))));
+        }
+        // The pending entry keeps joins and recovers off the table meanwhile.
+        self.pending.insert(msg.table.clone(), Vec::new());
+        let rt = self.rt.clone();
+        let table = msg.table.clone();
+        let fut = async move { dispose(rt, table).await };
+        Box::pin(fut.into_actor(self).map(move |res, act, _ctx| {
+            for w in act.pending.remove(&msg.table).unwrap_or_default() {
+                let _ = w.send(Err(HostError::Closed("closed".into())));
+            }
+            res
+        }))
+    }
+}
+
+async fn dispose(rt: Arc<Runtime>, table: TableId) -> Result<Vec<(String, Chips)>, HostError> {
+    let unavailable = |e: &dyn std::fmt::Display| HostError::Unavailable(e.to_string());
+    let row = rt
+        .store
+        .table(&table)
+        .await
+        .map_err(|e| unavailable(&e))?
+        .filter(|r| r.environment == rt.environment())
+        .ok_or(HostError::NotFound)?;
+    if row.state != "frozen" {
+        return Err(HostError::NotFrozen);
+    }
+    let fence = match rt.lease.acquire(&table, row.fence).await {
+        Ok(f) => f,
+        Err(LeaseError::OwnedElsewhere { owner, ttl_ms }) => {
+            return Err(HostError::OwnedElsewhere { owner, ttl_ms })
+        }
+        Err(e) => return Err(unavailable(&e)),
+    };
+    let lease = [HeldLease {
+        table: table.clone(),
+        fence,
+    }];
+    let result = async {
+        rt.store
+            .stamp(&table, fence, rt.instance_id(), false)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        rt.store
+            .dispose(&table, fence, rt.instance_id())
+            .await
+            .map_err(|e| match e {
+                StoreError::WrongState(s) if s == "open" => HostError::NotFrozen,
+                other => unavailable(&other),
+            })
+    }
+    .await;
+    if let Err(e) = rt.lease.release_all(&lease).await {
+        warn!(table_id = %table, error = %e, "could not release the disposed table's lease; it expires with its TTL");
+    }
+    if result.is_ok() {
+        warn!(event = "table_disposed", table_id = %table, fence = fence.0, "frozen table disposed: escape, custody, closed");
+    }
+    result
 }

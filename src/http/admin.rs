@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{ApiError, AppState};
-use crate::actors::table_manager::{HostError, IsHosted, LoadOrCreate, Recover};
+use crate::actors::table_manager::{Dispose, HostError, IsHosted, LoadOrCreate, Recover};
 use crate::game::{Chips, TableConfig};
 use crate::store::{StoreError, TableRow};
 use crate::types::{valid_player_name, TableId};
@@ -20,6 +20,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/tables/{id}", web::get().to(get_table))
         .route("/tables/{id}/events", web::get().to(table_events))
         .route("/tables/{id}/recover", web::post().to(recover_table))
+        .route("/tables/{id}/dispose", web::post().to(dispose_table))
         .route("/players/{player}/grant", web::post().to(grant))
         .route("/players/{player}", web::get().to(player))
         .route("/audit", web::get().to(audit));
@@ -245,6 +246,31 @@ async fn recover_table(
         .map_err(store_error)?
         .ok_or_else(|| ApiError::not_found("no such table"))?;
     Ok(HttpResponse::Ok().json(view(&state, row).await?))
+}
+
+async fn dispose_table(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = table_id(&path)?;
+    let returned = state
+        .manager
+        .send(Dispose { table: id.clone() })
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(host_error)?;
+    let audit = state.rt.store.audit().await.map_err(store_error)?;
+    let returned: Vec<Value> = returned
+        .into_iter()
+        .map(|(player, chips)| json!({"player": player, "chips": chips}))
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({
+        "id": id,
+        "state": "closed",
+        "delta": audit.delta,
+        "returned": returned,
+    })))
 }
 
 fn player_name(raw: &str) -> Result<&str, ApiError> {

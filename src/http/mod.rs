@@ -121,6 +121,20 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let last = state.last_renew_ok_ms.load(Ordering::Relaxed);
     let now = crate::actors::heartbeat::now_ms();
+    // Every state is set, so a state that empties drops to 0 instead of
+    // keeping its last value.
+    if let Ok(counts) = state.rt.store.count_by_state(state.rt.environment()).await {
+        for name in [
+            "open", "draining", "released", "frozen", "escape", "custody", "closed",
+        ] {
+            let n = counts
+                .iter()
+                .find(|(s, _)| s == name)
+                .map_or(0, |(_, n)| *n);
+            metrics::gauge!("pitboss_tables", "state" => name).set(n as f64);
+        }
+    }
+    state.rt.metrics.run_upkeep();
     metrics::gauge!("pitboss_seconds_since_last_renew")
         .set(now.saturating_sub(last) as f64 / 1000.0);
     HttpResponse::Ok()

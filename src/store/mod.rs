@@ -337,14 +337,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         let current = lock_fenced(&mut tx, id, fence).await?;
-        sqlx::query(
-            "UPDATE tables SET state = $2, state_reason = $3, updated_at = now() WHERE id = $1",
-        )
-        .bind(id.as_str())
-        .bind(to)
-        .bind(reason)
-        .execute(&mut *tx)
-        .await?;
+        set_state(&mut tx, id, to, reason).await?;
         insert_event(
             &mut tx,
             id,
@@ -514,6 +507,78 @@ impl Store {
         Ok(())
     }
 
+    /// Disposes a frozen table in one fenced transaction, each step audited:
+    /// `frozen → escape` (the in-flight hand is void: stacks stay at the last
+    /// boundary, which is what the seats hold), `→ custody` (every stack goes
+    /// back to its wallet, with ledger rows), `→ closed`. Returns what each
+    /// player got back.
+    pub async fn dispose(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        owner: &str,
+    ) -> Result<Vec<(String, Chips)>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let current = lock_fenced(&mut tx, id, fence).await?;
+        if current.state != "frozen" {
+            return Err(StoreError::WrongState(current.state));
+        }
+        let steps = [
+            ("frozen", "escape", "in-flight hand voided"),
+            ("escape", "custody", "stacks returned to wallets"),
+        ];
+        set_state(&mut tx, id, steps[0].1, Some(steps[0].2)).await?;
+        insert_event(
+            &mut tx,
+            id,
+            Some(steps[0].0),
+            steps[0].1,
+            Some(steps[0].2),
+            Some(owner),
+            Some(fence),
+        )
+        .await?;
+        let rows =
+            sqlx::query("SELECT seat, player, stack FROM seats WHERE table_id = $1 ORDER BY seat")
+                .bind(id.as_str())
+                .fetch_all(&mut *tx)
+                .await?;
+        let mut outs = Vec::with_capacity(rows.len());
+        for r in &rows {
+            outs.push(CashOut {
+                seat: SeatNo::try_from(r.try_get::<i16, _>("seat")?)
+                    .map_err(|_| StoreError::Inconsistent("seat number".into()))?,
+                player: PlayerId(r.try_get("player")?),
+                stack: chips_from_db(r.try_get("stack")?),
+            });
+        }
+        cash_out_in(&mut tx, id, fence, &outs, "custody").await?;
+        set_state(&mut tx, id, steps[1].1, Some(steps[1].2)).await?;
+        insert_event(
+            &mut tx,
+            id,
+            Some(steps[1].0),
+            steps[1].1,
+            Some(steps[1].2),
+            Some(owner),
+            Some(fence),
+        )
+        .await?;
+        set_state(&mut tx, id, "closed", Some("disposed")).await?;
+        insert_event(
+            &mut tx,
+            id,
+            Some("custody"),
+            "closed",
+            Some("disposed"),
+            Some(owner),
+            Some(fence),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(outs.into_iter().map(|o| (o.player.0, o.stack)).collect())
+    }
+
     pub async fn grant(&self, player: &str, chips: Chips) -> Result<Chips, StoreError> {
         let amount = db_chips(chips)?;
         let mut tx = self.pool.begin().await?;
@@ -565,6 +630,19 @@ impl Store {
             granted,
             delta: wallets + stacks - granted,
         })
+    }
+
+    /// How many tables of the environment are in each state.
+    pub async fn count_by_state(&self, env: &str) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT state, COUNT(*) AS n FROM tables WHERE environment = $1 GROUP BY state",
+        )
+        .bind(env)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("state")?, r.try_get("n")?)))
+            .collect()
     }
 
     pub async fn events(&self, id: &TableId) -> Result<Vec<TableEvent>, StoreError> {
@@ -623,6 +701,23 @@ async fn lock_fenced(
         });
     }
     Ok(locked)
+}
+
+async fn set_state(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+    to: &str,
+    reason: Option<&str>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE tables SET state = $2, state_reason = $3, updated_at = now() WHERE id = $1",
+    )
+    .bind(id.as_str())
+    .bind(to)
+    .bind(reason)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 async fn cash_out_in(

@@ -1,16 +1,17 @@
 //! The WebSocket endpoint: `GET /ws?token=<player token>`.
 
+pub mod backpressure;
 pub mod protocol;
 pub mod session;
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
 use crate::game::PlayerId;
 use crate::http::{ApiError, AppState};
-
-/// Largest inbound frame accepted; a bigger one closes the socket with 1009.
-pub const MAX_FRAME_BYTES: usize = 4096;
 
 #[derive(Deserialize)]
 pub struct WsQuery {
@@ -35,10 +36,18 @@ pub async fn connect(
     if state.rt.is_draining() {
         return Err(ApiError::draining());
     }
-    let session =
-        session::WsSession::new(PlayerId(player), state.rt.clone(), state.manager.clone());
-    actix_web_actors::ws::WsResponseBuilder::new(session, &req, stream)
-        .frame_size(MAX_FRAME_BYTES)
+    let written = Arc::new(AtomicU64::new(0));
+    let session = session::WsSession::new(
+        PlayerId(player),
+        state.rt.clone(),
+        state.manager.clone(),
+        written.clone(),
+    );
+    let response = actix_web_actors::ws::WsResponseBuilder::new(session, &req, stream)
+        .frame_size(state.rt.settings.ws.max_frame_bytes)
         .start()
-        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))
+        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))?;
+    Ok(response
+        .map_body(|_, body| backpressure::CountingBody::new(body, written))
+        .map_into_boxed_body())
 }

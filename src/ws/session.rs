@@ -19,8 +19,32 @@ use crate::types::TableId;
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
-const PING_EVERY: Duration = Duration::from_secs(10);
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Each text frame on the wire costs its payload plus a few header bytes.
+const FRAME_OVERHEAD: u64 = 4;
+
+/// Token bucket for inbound frames.
+struct RateLimit {
+    tokens: f64,
+    last: Instant,
+    per_sec: f64,
+    burst: f64,
+    strikes: u32,
+}
+
+impl RateLimit {
+    fn allow(&mut self, now: Instant) -> bool {
+        let refill = now.duration_since(self.last).as_secs_f64() * self.per_sec;
+        self.tokens = (self.tokens + refill).min(self.burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            self.strikes += 1;
+            false
+        }
+    }
+}
 
 pub struct WsSession {
     id: SessionId,
@@ -29,10 +53,28 @@ pub struct WsSession {
     manager: Addr<TableManager>,
     tables: HashMap<TableId, Addr<Table>>,
     last_heard: Instant,
+    rate: RateLimit,
+    /// Bytes handed to the socket's response body so far, and bytes the
+    /// body has actually sent on: the difference is the client's backlog.
+    queued: u64,
+    written: Arc<AtomicU64>,
 }
 
 impl WsSession {
-    pub fn new(player: PlayerId, rt: Arc<Runtime>, manager: Addr<TableManager>) -> WsSession {
+    pub fn new(
+        player: PlayerId,
+        rt: Arc<Runtime>,
+        manager: Addr<TableManager>,
+        written: Arc<AtomicU64>,
+    ) -> WsSession {
+        let ws = &rt.settings.ws;
+        let rate = RateLimit {
+            tokens: f64::from(ws.rate_burst),
+            last: Instant::now(),
+            per_sec: f64::from(ws.rate_per_sec),
+            burst: f64::from(ws.rate_burst),
+            strikes: 0,
+        };
         WsSession {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             player,
@@ -40,7 +82,31 @@ impl WsSession {
             manager,
             tables: HashMap::new(),
             last_heard: Instant::now(),
+            rate,
+            queued: 0,
+            written,
         }
+    }
+
+    /// Sends a text frame unless the client has fallen too far behind, in
+    /// which case it is dropped rather than buffered without bound.
+    fn send_text(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
+        let backlog = self
+            .queued
+            .saturating_sub(self.written.load(Ordering::Relaxed));
+        if backlog > self.rt.settings.ws.outbound_queue_bytes {
+            metrics::counter!("pitboss_ws_slow_clients_dropped_total").increment(1);
+            tracing::warn!(player = %self.player.0, backlog, "client too slow to read; dropping it");
+            ctx.close(Some(ws::CloseReason {
+                code: ws::CloseCode::Policy,
+                description: Some("too_slow".into()),
+            }));
+            ctx.stop();
+            return;
+        }
+        self.queued += text.len() as u64 + FRAME_OVERHEAD;
+        metrics::counter!("pitboss_ws_frames_out_total").increment(1);
+        ctx.text(text.to_owned());
     }
 
     fn reject(
@@ -63,12 +129,29 @@ impl WsSession {
 
     fn on_frame(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
         metrics::counter!("pitboss_ws_frames_in_total").increment(1);
+        if !self.rate.allow(Instant::now()) {
+            if self.rate.strikes > self.rt.settings.ws.rate_strikes {
+                metrics::counter!("pitboss_ws_frames_rejected_total", "code" => "rate_limited")
+                    .increment(1);
+                ctx.close(Some(ws::CloseReason {
+                    code: ws::CloseCode::Policy,
+                    description: Some("rate_limited".into()),
+                }));
+                ctx.stop();
+                return;
+            }
+            return self.reject(
+                ctx,
+                None,
+                &ClientError::new("rate_limited", "too many frames; slow down"),
+            );
+        }
         let frame = match protocol::parse(text) {
             Ok(f) => f,
             Err(e) => return self.reject(ctx, None, &e),
         };
         match frame {
-            ClientFrame::Ping => ctx.text(r#"{"type":"pong"}"#),
+            ClientFrame::Ping => self.send_text(r#"{"type":"pong"}"#, ctx),
             ClientFrame::Join { table, since } => self.join(table, since, ctx),
             other => self.forward(other, ctx),
         }
@@ -116,6 +199,7 @@ impl WsSession {
             );
         };
         let player = self.player.clone();
+        let received = Instant::now();
         let fut = async move {
             let sent = match frame {
                 ClientFrame::Sit { seat, buy_in, .. } => {
@@ -131,6 +215,7 @@ impl WsSession {
                         player,
                         hand,
                         action,
+                        received,
                     })
                     .await
                 }
@@ -163,8 +248,10 @@ impl Actor for WsSession {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         metrics::gauge!("pitboss_ws_connections").increment(1.0);
-        ctx.run_interval(PING_EVERY, |act, ctx| {
-            if act.last_heard.elapsed() > CLIENT_TIMEOUT {
+        let ping_every = Duration::from_millis(self.rt.settings.ws.ping_interval_ms);
+        let idle_timeout = Duration::from_millis(self.rt.settings.ws.idle_timeout_ms);
+        ctx.run_interval(ping_every, move |act, ctx| {
+            if act.last_heard.elapsed() > idle_timeout {
                 debug!(player = %act.player.0, "websocket client timed out");
                 ctx.stop();
                 return;
@@ -197,10 +284,7 @@ impl Handler<Outbound> for WsSession {
 
     fn handle(&mut self, msg: Outbound, ctx: &mut Self::Context) {
         match msg {
-            Outbound::Frame(text) => {
-                metrics::counter!("pitboss_ws_frames_out_total").increment(1);
-                ctx.text(&*text);
-            }
+            Outbound::Frame(text) => self.send_text(&text, ctx),
             Outbound::Unsubscribed(table) => {
                 self.tables.remove(&table);
             }
