@@ -1,0 +1,556 @@
+//! Operating pitboss: frozen-table disposition and recovery, reconnects,
+//! connection limits, metrics.
+
+mod common;
+mod play;
+
+use std::time::{Duration, Instant};
+
+use common::{lease_key, mint_token, test_db, unique_env, Server, ServerConfig, WsClient};
+use play::{spawn_forever, Player, Policy};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+const SECS: fn(u64) -> Duration = Duration::from_secs;
+
+async fn wait_state(server: &Server, table: &str, state: &str, within: Duration) -> Option<Value> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        let v = server.table(table).await;
+        if v["state"] == state {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    None
+}
+
+/// Freezes `table` on `server` by deleting its lease key.
+async fn freeze(server: &Server, env: &str, table: &str) -> Value {
+    let mut redis = common::redis_conn(&common::shared_redis_url()).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg(lease_key(env, table))
+        .query_async(&mut redis)
+        .await
+        .expect("DEL");
+    wait_state(server, table, "frozen", SECS(5))
+        .await
+        .expect("the table froze")
+}
+
+#[tokio::test]
+async fn disposing_a_frozen_table_returns_every_stack_to_its_wallet_with_delta_zero() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env).with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000"),
+    )
+    .await;
+    let t = server.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    server.grant("alice", 1000).await;
+    server.grant("bob", 1000).await;
+    let mut alice = Player::sit(&server, &t, "alice", 0, 150).await;
+    let _bob = Player::sit(&server, &t, "bob", 1, 120).await;
+    // A hand is in progress (blinds posted) when the lease goes.
+    alice
+        .client
+        .recv_event("turn", SECS(10))
+        .await
+        .expect("a hand in progress");
+
+    // An open table cannot be disposed.
+    let (status, body) = server
+        .admin_post(&format!("/admin/tables/{t}/dispose"), json!({}))
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("not_frozen")),
+        "{body}"
+    );
+
+    freeze(&server, &env, &t).await;
+
+    // While another live owner holds the lease, disposal is refused and
+    // changes nothing.
+    let mut redis = common::redis_conn(&common::shared_redis_url()).await;
+    let _: () = redis::cmd("SET")
+        .arg(lease_key(&env, &t))
+        .arg("inst-elsewhere|99")
+        .arg("PX")
+        .arg(5000)
+        .query_async(&mut redis)
+        .await
+        .expect("SET");
+    let (status, body) = server
+        .admin_post(&format!("/admin/tables/{t}/dispose"), json!({}))
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("owned_elsewhere")),
+        "{body}"
+    );
+    assert_eq!(body["error"]["owner"], "inst-elsewhere", "{body}");
+    assert_eq!(server.table(&t).await["state"], "frozen");
+    let _: i64 = redis::cmd("DEL")
+        .arg(lease_key(&env, &t))
+        .query_async(&mut redis)
+        .await
+        .expect("DEL");
+
+    let (status, body) = server
+        .admin_post(&format!("/admin/tables/{t}/dispose"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["state"], "closed");
+    assert_eq!(body["delta"], 0, "{body}");
+    let mut returned: Vec<(String, u64)> = body["returned"]
+        .as_array()
+        .expect("returned")
+        .iter()
+        .map(|r| {
+            (
+                r["player"].as_str().expect("player").to_string(),
+                r["chips"].as_u64().expect("chips"),
+            )
+        })
+        .collect();
+    returned.sort();
+    // The in-flight hand is void: the buy-ins come back whole.
+    assert_eq!(
+        returned,
+        vec![("alice".to_string(), 150), ("bob".to_string(), 120)]
+    );
+    for p in ["alice", "bob"] {
+        let (_, w) = server.admin_get(&format!("/admin/players/{p}")).await;
+        assert_eq!(w["balance"], 1000, "{w}");
+    }
+    let view = server.table(&t).await;
+    assert_eq!(view["state"], "closed");
+    assert!(
+        view["seats"].as_array().is_some_and(Vec::is_empty),
+        "{view}"
+    );
+    let (_, events) = server.admin_get(&format!("/admin/tables/{t}/events")).await;
+    let path: Vec<&str> = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["to"].as_str())
+        .collect();
+    assert!(
+        path.ends_with(&["frozen", "frozen", "escape", "custody", "closed"]),
+        "{path:?}"
+    );
+    for e in events["events"].as_array().expect("events") {
+        assert!(
+            e["at"].is_string() && e.get("owner").is_some() && e.get("fence").is_some(),
+            "{e}"
+        );
+    }
+    // A closed table is gone for players and cannot be disposed twice.
+    let (status, _) = server
+        .admin_post(&format!("/admin/tables/{t}/dispose"), json!({}))
+        .await;
+    assert_eq!(status, 409);
+    assert_eq!(server.audit().await["delta"], 0);
+}
+
+#[tokio::test]
+async fn recovering_a_frozen_table_hosts_it_again_under_a_higher_fence_with_its_seats() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env).with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
+    )
+    .await;
+    let t = server.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    server.grant("alice", 1000).await;
+    server.grant("bob", 1000).await;
+    let alice = Player::sit(&server, &t, "alice", 0, 100).await;
+    let bob = Player::sit(&server, &t, "bob", 1, 100).await;
+    let tasks = [
+        spawn_forever(alice, &t, Policy::CheckCall, SECS(15)),
+        spawn_forever(bob, &t, Policy::CheckCall, SECS(15)),
+    ];
+    let frozen = freeze(&server, &env, &t).await;
+    for task in tasks {
+        task.await.expect("player");
+    }
+    let (status, view) = server
+        .admin_post(&format!("/admin/tables/{t}/recover"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["state"], "open");
+    assert_eq!(view["hosted_here"], true);
+    assert!(
+        view["fence"].as_u64() > frozen["fence"].as_u64(),
+        "{view} after {frozen}"
+    );
+    assert_eq!(
+        view["seats"], frozen["seats"],
+        "stacks as at the last boundary"
+    );
+    // Players come back and the table deals again.
+    let mut c = WsClient::connect(&server, &mint_token("alice"))
+        .await
+        .expect("connect");
+    c.send(json!({"type": "join", "table": t})).await;
+    c.recv_type("snapshot", SECS(5)).await.expect("snapshot");
+    let started = c
+        .recv_event("hand_started", SECS(10))
+        .await
+        .expect("a new hand after recovery");
+    assert!(
+        started["hand"].as_u64() > frozen["hand_no"].as_u64(),
+        "{started}"
+    );
+    let (_, events) = server.admin_get(&format!("/admin/tables/{t}/events")).await;
+    assert!(
+        events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .any(|e| e["reason"] == "recovered"),
+        "{events}"
+    );
+}
+
+#[tokio::test]
+async fn automatic_recovery_is_off_by_default_and_recovers_after_the_cooldown_when_set() {
+    let db = test_db().await;
+    let env = unique_env();
+    let loud = Server::start(ServerConfig::new(&db, &env).with_instance("inst-loud")).await;
+    let t1 = loud.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    freeze(&loud, &env, &t1).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        loud.table(&t1).await["state"],
+        "frozen",
+        "a freeze stays loud by default"
+    );
+    drop(loud);
+
+    let env2 = unique_env();
+    let auto = Server::start(
+        ServerConfig::new(&db, &env2)
+            .with_instance("inst-auto")
+            .with_env("PITBOSS__TABLE__AUTO_RECOVER_AFTER_MS", "300"),
+    )
+    .await;
+    let t2 = auto.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let frozen = freeze(&auto, &env2, &t2).await;
+    let back = wait_state(&auto, &t2, "open", SECS(5))
+        .await
+        .expect("recovered automatically");
+    assert!(back["fence"].as_u64() > frozen["fence"].as_u64(), "{back}");
+    assert_eq!(back["hosted_here"], true);
+}
+
+#[tokio::test]
+async fn a_reconnecting_client_gets_the_events_it_missed_or_a_snapshot() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
+            .with_env("PITBOSS__TABLE__HISTORY_EVENTS", "16")
+            .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "400"),
+    )
+    .await;
+    let t = server.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    server.grant("alice", 1000).await;
+    server.grant("bob", 1000).await;
+    let mut alice = Player::sit(&server, &t, "alice", 0, 100).await;
+    let bob = Player::sit(&server, &t, "bob", 1, 100).await;
+    let bob_task = spawn_forever(bob, &t, Policy::CheckCall, SECS(20));
+    // Alice drops mid-hand; the action clock keeps running for her seat.
+    alice
+        .client
+        .recv_event("turn", SECS(10))
+        .await
+        .expect("a turn");
+    let last = alice.client.last_seq(&t).expect("a seq");
+    alice.client.close().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut back = WsClient::connect(&server, &mint_token("alice"))
+        .await
+        .expect("reconnect");
+    back.send(json!({"type": "join", "table": t, "since": last}))
+        .await;
+    let first = back.recv_json(SECS(5)).await.expect("a frame");
+    assert_eq!(
+        first["type"], "event",
+        "missed events, not a snapshot: {first}"
+    );
+    assert_eq!(first["seq"].as_u64(), Some(last + 1), "{first}");
+    // The replay is gapless among what alice may see, and never shows
+    // bob's hole cards.
+    let mut seqs = vec![first["seq"].as_u64().expect("seq")];
+    while let Some(v) = back.recv_json(Duration::from_millis(300)).await {
+        if let Some(s) = v["seq"].as_u64() {
+            seqs.push(s);
+        }
+    }
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert!(
+        !back
+            .seen
+            .iter()
+            .any(|v| v["kind"] == "hole_cards" && v["seat"] != 0),
+        "no foreign hole cards in the replay"
+    );
+
+    // Too old a `since` (outside the 16 kept events) gets a snapshot: wait
+    // until the table is past seq 20 (the clock plays alice's turns).
+    let mut watcher = WsClient::connect(&server, &mint_token("carol"))
+        .await
+        .expect("connect");
+    watcher.send(json!({"type": "join", "table": t})).await;
+    let far = watcher
+        .recv_until(|v| v["seq"].as_u64() > Some(20), SECS(20))
+        .await;
+    assert!(far.is_some(), "the table moved on past seq 20");
+    let mut old = WsClient::connect(&server, &mint_token("carol"))
+        .await
+        .expect("connect");
+    old.send(json!({"type": "join", "table": t, "since": 0}))
+        .await;
+    let snap = old.recv_json(SECS(5)).await.expect("a frame");
+    assert_eq!(snap["type"], "snapshot", "{snap}");
+    bob_task.abort();
+}
+
+#[tokio::test]
+async fn a_player_gone_past_the_reconnect_window_is_stood_up_and_paid_out() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_env("PITBOSS__TABLE__RECONNECT_WINDOW_MS", "800")
+            .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "300")
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
+    )
+    .await;
+    let t = server.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    server.grant("alice", 1000).await;
+    server.grant("bob", 1000).await;
+    let mut alice = Player::sit(&server, &t, "alice", 0, 100).await;
+    let bob = Player::sit(&server, &t, "bob", 1, 100).await;
+    let bob_task = spawn_forever(bob, &t, Policy::CheckCall, SECS(20));
+    alice.client.close().await;
+    let dropped = Instant::now();
+
+    // Her seat is held for the window (the clock plays her turns)...
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let view = server.table(&t).await;
+    assert!(
+        view["seats"]
+            .as_array()
+            .expect("seats")
+            .iter()
+            .any(|s| s["player"] == "alice"),
+        "held: {view}"
+    );
+    // ...then she is stood up and her stack goes back to her wallet.
+    let gone = common::eventually(SECS(10), Duration::from_millis(50), || async {
+        let view = server.table(&t).await;
+        !view["seats"]
+            .as_array()
+            .expect("seats")
+            .iter()
+            .any(|s| s["player"] == "alice")
+    })
+    .await;
+    assert!(gone, "alice was stood up");
+    assert!(dropped.elapsed() >= Duration::from_millis(800));
+    bob_task.abort();
+    let audit = server.audit().await;
+    assert_eq!(audit["delta"], 0, "{audit}");
+    let (_, wallet) = server.admin_get("/admin/players/alice").await;
+    let stacks: u64 = server.table(&t).await["seats"]
+        .as_array()
+        .expect("seats")
+        .iter()
+        .filter_map(|s| s["stack"].as_u64())
+        .sum();
+    let (_, bob_wallet) = server.admin_get("/admin/players/bob").await;
+    assert_eq!(
+        wallet["balance"].as_u64().unwrap_or(0)
+            + bob_wallet["balance"].as_u64().unwrap_or(0)
+            + stacks,
+        2000,
+        "alice's chips are back in her wallet"
+    );
+    assert!(wallet["balance"].as_u64() > Some(900), "{wallet}");
+}
+
+#[tokio::test]
+async fn an_oversized_frame_closes_with_1009() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env).with_env("PITBOSS__WS__MAX_FRAME_BYTES", "1024"),
+    )
+    .await;
+    let mut c = WsClient::connect(&server, &mint_token("alice"))
+        .await
+        .expect("connect");
+    c.send(json!({"type": "ping"})).await;
+    assert!(c.recv_type("pong", SECS(5)).await.is_some());
+    let big = format!(r#"{{"type":"ping","pad":"{}"}}"#, "x".repeat(2048));
+    let _ = c.try_send(Message::Text(big)).await;
+    let close = c.expect_close(SECS(5)).await;
+    assert_eq!(close.map(|(code, _)| code), Some(1009));
+}
+
+#[tokio::test]
+async fn a_client_over_the_rate_limit_gets_rate_limited_errors_then_close_1008() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_env("PITBOSS__WS__RATE_PER_SEC", "5")
+            .with_env("PITBOSS__WS__RATE_BURST", "5")
+            .with_env("PITBOSS__WS__RATE_STRIKES", "3"),
+    )
+    .await;
+    let mut c = WsClient::connect(&server, &mint_token("alice"))
+        .await
+        .expect("connect");
+    for _ in 0..20 {
+        if c.try_send(Message::Text(r#"{"type":"ping"}"#.into()))
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    let close = c.expect_close(SECS(5)).await;
+    assert_eq!(
+        close,
+        Some((1008, "rate_limited".to_string())),
+        "{:?}",
+        c.seen
+    );
+    let pongs = c.seen.iter().filter(|v| v["type"] == "pong").count();
+    let limited = c
+        .seen
+        .iter()
+        .filter(|v| v["type"] == "error" && v["code"] == "rate_limited")
+        .count();
+    assert_eq!(pongs, 5, "the burst is served: {:?}", c.seen);
+    assert!(limited >= 3, "then rate_limited errors: {:?}", c.seen);
+
+    // A client within the limit is never limited.
+    let mut calm = WsClient::connect(&server, &mint_token("bob"))
+        .await
+        .expect("connect");
+    for _ in 0..8 {
+        calm.send(json!({"type": "ping"})).await;
+        assert!(
+            calm.recv_type("pong", SECS(5)).await.is_some(),
+            "{:?}",
+            calm.seen
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_stops_answering_pings_is_dropped_after_the_idle_timeout() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_env("PITBOSS__WS__PING_INTERVAL_MS", "100")
+            .with_env("PITBOSS__WS__IDLE_TIMEOUT_MS", "400"),
+    )
+    .await;
+    // This client reads nothing, so it never answers the server's pings.
+    let mut c = WsClient::connect(&server, &mint_token("alice"))
+        .await
+        .expect("connect");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (_, text) = server.get("/metrics").await;
+    let open: f64 = text
+        .lines()
+        .find(|l| l.starts_with("pitboss_ws_connections "))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1.0);
+    assert_eq!(open, 0.0, "the idle connection was dropped: {text}");
+    assert!(c.expect_close(SECS(2)).await.is_some());
+
+    // A client that reads (and so answers pings) stays.
+    let mut live = WsClient::connect(&server, &mint_token("bob"))
+        .await
+        .expect("connect");
+    let until = Instant::now() + Duration::from_millis(1200);
+    while Instant::now() < until {
+        let _ = live.recv_json(Duration::from_millis(50)).await;
+    }
+    assert!(live.closed.is_none(), "{:?}", live.closed);
+    live.send(json!({"type": "ping"})).await;
+    assert!(live.recv_type("pong", SECS(5)).await.is_some());
+}
+
+#[tokio::test]
+async fn metrics_expose_the_runtime_in_prometheus_text() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env).with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
+    )
+    .await;
+    let t = server.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    server.grant("alice", 1000).await;
+    server.grant("bob", 1000).await;
+    let alice = Player::sit(&server, &t, "alice", 0, 100).await;
+    let bob = Player::sit(&server, &t, "bob", 1, 100).await;
+    play::play_hands(
+        vec![(alice, Policy::CheckCall), (bob, Policy::CheckCall)],
+        &t,
+        2,
+        SECS(30),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let (status, text) = server.get("/metrics").await;
+    assert_eq!(status, 200);
+    for name in [
+        "pitboss_leases_held 1",
+        "pitboss_lease_acquires_total{result=\"acquired\"}",
+        "pitboss_lease_renew_seconds_bucket",
+        "pitboss_hands_completed_total",
+        "pitboss_ws_connections",
+        "pitboss_ws_frames_in_total",
+        "pitboss_ws_frames_out_total",
+        "pitboss_action_to_broadcast_seconds_bucket",
+        "pitboss_seconds_since_last_renew",
+        "pitboss_tables{state=\"open\"} 1",
+    ] {
+        assert!(text.contains(name), "missing {name} in:\n{text}");
+    }
+}
