@@ -16,10 +16,12 @@ if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install cargo-nextest --locked
 fi
 
-cargo nextest run --workspace --all-targets --no-fail-fast "$@"
-
+# The exhaustive evaluator check runs first so the test runner's summary
+# is the last thing printed.
 if [ "${PITBOSS_SKIP_EXHAUSTIVE:-0}" = "1" ]; then
     echo "test: PITBOSS_SKIP_EXHAUSTIVE=1, skipping the exhaustive evaluator check"
 else
     cargo run --release --example eval_exhaustive
 fi
+
+cargo nextest run --workspace --all-targets --no-fail-fast "$@"
