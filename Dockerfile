@@ -16,6 +16,7 @@ RUN set -eux; \
 COPY src ./src
 COPY migrations ./migrations
 COPY config ./config
+COPY static ./static
 # The copied sources can be older than the placeholder build above; a fresh
 # mtime makes cargo rebuild the crate instead of shipping the placeholder.
 RUN set -eux; \
