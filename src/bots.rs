@@ -752,7 +752,7 @@ struct TurnBook {
 }
 
 impl TurnBook {
-    fn turns_mut(&mut self) -> impl Iterator<Item = &mut Turn> {
+    fn turns_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut Turn> {
         self.recent.iter_mut().chain(self.current.iter_mut())
     }
 

@@ -623,8 +623,9 @@ async fn scenario(c: &Client, w: &mut World) -> Result<()> {
         "admin page owner {} != server's {owner}",
         row["owner"]
     );
+    let fence = view["fence"].as_u64().context("fence in the table view")?;
     ensure!(
-        row["fence"] == view["fence"].to_string(),
+        row["fence"].as_str() == Some(fence.to_string().as_str()),
         "admin page fence {} != server's {}",
         row["fence"],
         view["fence"]
