@@ -8,6 +8,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 "$root/scripts/services.sh"
+# Headless Chromium and its WebDriver for the browser test.
+if [ "${PITBOSS_SKIP_BROWSER:-0}" != "1" ]; then "$root/scripts/browser-deps.sh"; fi
 
 export PITBOSS_TEST_PG_URL=${PITBOSS_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 

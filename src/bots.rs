@@ -53,6 +53,7 @@ server's chip audit.
   --max-rate R        frames per second each bot sends at most (default 15; the
                       server's own limit, ws.rate_per_sec, is 20 by default)
   --no-progress       no progress bar (also off when stdout is not a terminal)
+  --dump-errors       print a bot's last 40 frames on stderr with each protocol error
   -h, --help          this text
 
 Player tokens are minted locally with auth.secret (PITBOSS__AUTH__SECRET),
@@ -82,6 +83,8 @@ const RECENT_TURNS: usize = 8;
 const RACE_CODES: [&str; 3] = ["not_your_turn", "stale_hand", "no_hand_in_progress"];
 /// Error lines kept for the summary; the count covers the rest.
 const ERRORS_KEPT: usize = 12;
+/// Frames each bot remembers for `--dump-errors`.
+const DUMP_FRAMES: usize = 40;
 
 pub fn main(settings: &Settings, args: &[&str]) -> ExitCode {
     let opts = match Options::parse(args) {
@@ -161,6 +164,7 @@ struct Options {
     timeout_rate: f64,
     max_rate: f64,
     progress: bool,
+    dump_errors: bool,
 }
 
 #[derive(Debug)]
@@ -188,6 +192,7 @@ impl Options {
             timeout_rate: 0.02,
             max_rate: 15.0,
             progress: true,
+            dump_errors: false,
         };
         let mut it = args.iter().copied();
         while let Some(arg) = it.next() {
@@ -204,6 +209,7 @@ impl Options {
             match flag {
                 "-h" | "--help" => return Ok(Parsed::Help),
                 "--no-progress" => o.progress = false,
+                "--dump-errors" => o.dump_errors = true,
                 "--url" => o.url = value()?.trim_end_matches('/').to_string(),
                 "--admin-token" => o.admin_token = Some(value()?.to_string()),
                 "--tables" => o.tables = number(flag, value()?)?,
@@ -504,10 +510,15 @@ impl Admin {
         if let Some(b) = &body {
             req = req.json(b);
         }
-        let resp = req
-            .send()
-            .await
-            .with_context(|| format!("{method} {url}: the server did not answer"))?;
+        let resp = req.send().await.map_err(|e| {
+            // reqwest's own chain repeats the URL at every level; the
+            // innermost cause ("Connection refused") is the useful part.
+            let root = std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
+                .last()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            anyhow!("{method} {url}: the server did not answer ({root})")
+        })?;
         let status = resp.status();
         let text = resp
             .text()
@@ -1041,6 +1052,8 @@ struct Bot {
     done: bool,
     /// What the bot waits for, and until when.
     expect: Option<(Instant, &'static str)>,
+    /// The last frames in and out, kept only with `--dump-errors`.
+    history: VecDeque<String>,
 }
 
 impl Bot {
@@ -1062,6 +1075,7 @@ impl Bot {
             stopping: false,
             done: false,
             expect: None,
+            history: VecDeque::new(),
         }
     }
 
@@ -1070,11 +1084,39 @@ impl Bot {
     }
 
     fn protocol_error(&self, what: impl std::fmt::Display) {
+        self.dump(&what);
         self.shared.stats.protocol_error(&self.cfg.name, what);
     }
 
     fn apply(&self, fx: Effects) {
+        for e in &fx.errors {
+            self.dump(e);
+        }
         self.shared.stats.apply(&self.cfg.name, fx);
+    }
+
+    /// With `--dump-errors`, keeps the frame for [`Bot::dump`].
+    fn trace(&mut self, dir: char, text: &str) {
+        if self.shared.opts.dump_errors {
+            let at = self.shared.start.elapsed().as_secs_f64();
+            self.history.push_back(format!("{at:9.3} {dir} {text}"));
+            if self.history.len() > DUMP_FRAMES {
+                self.history.pop_front();
+            }
+        }
+    }
+
+    /// With `--dump-errors`, prints the frames that led up to an error.
+    fn dump(&self, what: &dyn std::fmt::Display) {
+        if self.shared.opts.dump_errors {
+            let frames: Vec<&str> = self.history.iter().map(String::as_str).collect();
+            eprintln!(
+                "{}: {what}\n  seat {}; last frames (> sent, < received):\n    {}",
+                self.cfg.name,
+                self.cfg.seat,
+                frames.join("\n    ")
+            );
+        }
     }
 
     async fn send(&mut self, frame: Value) -> Result<(), Fatal> {
@@ -1083,9 +1125,9 @@ impl Bot {
             tokio::time::sleep(wait).await;
         }
         self.pacer.take(Instant::now());
-        match tokio::time::timeout(SEND_TIMEOUT, self.ws.send(Message::Text(frame.to_string())))
-            .await
-        {
+        let text = frame.to_string();
+        self.trace('>', &text);
+        match tokio::time::timeout(SEND_TIMEOUT, self.ws.send(Message::Text(text))).await {
             Err(_) => Err(closed("sending a frame timed out")),
             Ok(Err(e)) => Err(closed(format!("sending a frame failed: {e}"))),
             Ok(Ok(())) => Ok(()),
@@ -1156,7 +1198,10 @@ impl Bot {
         match msg {
             None => Err(closed("the connection ended without a close frame")),
             Some(Err(e)) => Err(closed(format!("connection error: {e}"))),
-            Some(Ok(Message::Text(text))) => self.on_text(&text).await,
+            Some(Ok(Message::Text(text))) => {
+                self.trace('<', &text);
+                self.on_text(&text).await
+            }
             Some(Ok(Message::Close(frame))) => {
                 let (code, reason) = frame
                     .map(|f| (u16::from(f.code), f.reason.to_string()))

@@ -554,3 +554,81 @@ async fn metrics_expose_the_runtime_in_prometheus_text() {
         assert!(text.contains(name), "missing {name} in:\n{text}");
     }
 }
+
+#[tokio::test]
+async fn a_client_too_slow_to_read_is_dropped_instead_of_buffered_without_bound() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "0")
+            .with_env("PITBOSS__WS__OUTBOUND_QUEUE_BYTES", "32768")
+            .with_env("PITBOSS__WS__RATE_PER_SEC", "1000000")
+            .with_env("PITBOSS__WS__RATE_BURST", "1000000")
+            .with_env("PITBOSS__WS__IDLE_TIMEOUT_MS", "600000"),
+    )
+    .await;
+    let t = server.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    server.grant("alice", 1000).await;
+    server.grant("bob", 1000).await;
+    let alice = Player::sit(&server, &t, "alice", 0, 200).await;
+    let bob = Player::sit(&server, &t, "bob", 1, 200).await;
+    let tasks = [
+        spawn_forever(alice, &t, Policy::CheckCall, SECS(60)),
+        spawn_forever(bob, &t, Policy::CheckCall, SECS(60)),
+    ];
+
+    // A watcher with a tiny receive window that never reads: thousands of
+    // joins (each answered with a snapshot) fill the socket buffers, then
+    // the table's events pile up behind them.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(2048).expect("SO_RCVBUF");
+    let stream = socket.connect(server.addr).await.expect("connect");
+    let url = server.ws_url(&mint_token("sloth"));
+    let (mut sloth, _) = tokio_tungstenite::client_async(url, stream)
+        .await
+        .expect("upgrade");
+    use futures::{SinkExt, StreamExt};
+    let join = json!({"type": "join", "table": t}).to_string();
+    for _ in 0..6000 {
+        if tokio::time::timeout(SECS(2), sloth.send(Message::Text(join.clone())))
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+
+    let dropped = common::eventually(SECS(30), Duration::from_millis(200), || async {
+        let (_, text) = server.get("/metrics").await;
+        text.lines()
+            .any(|l| l.starts_with("pitboss_ws_slow_clients_dropped_total") && !l.ends_with(" 0"))
+    })
+    .await;
+    assert!(dropped, "the table stopped sending to the slow reader");
+    // Once it reads again, the session closes it: what it would see next
+    // has gaps.
+    let mut close = None;
+    let deadline = Instant::now() + SECS(30);
+    while Instant::now() < deadline {
+        match tokio::time::timeout(SECS(5), sloth.next()).await {
+            Ok(Some(Ok(Message::Close(frame)))) => {
+                close = frame.map(|f| (u16::from(f.code), f.reason.to_string()));
+                break;
+            }
+            Ok(Some(Ok(_))) => continue,
+            _ => break,
+        }
+    }
+    assert_eq!(close, Some((1008, "too_slow".to_string())));
+    // The players at the table were never affected.
+    for task in tasks {
+        task.abort();
+    }
+    let view = server.table(&t).await;
+    assert_eq!(view["state"], "open", "{view}");
+    assert_eq!(server.audit().await["delta"], 0);
+}

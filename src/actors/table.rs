@@ -16,7 +16,7 @@ use crate::lease::LeaseClock;
 use crate::runtime::Runtime;
 use crate::store::{CashOut, StoreError};
 use crate::types::{Fence, TableId};
-use crate::ws::protocol::{ClientError, Outbound};
+use crate::ws::protocol::{Backlog, ClientError, Outbound};
 
 pub type SessionId = u64;
 
@@ -31,6 +31,18 @@ enum Phase {
 struct Subscriber {
     player: PlayerId,
     tx: Recipient<Outbound>,
+    backlog: Arc<Backlog>,
+}
+
+impl Subscriber {
+    /// Queues a frame unless the session lags more than `cap` bytes behind.
+    fn send(&self, frame: &Arc<str>, cap: u64) -> bool {
+        if !self.backlog.admit(frame.len(), cap) {
+            return false;
+        }
+        self.tx.do_send(Outbound::Frame(frame.clone()));
+        true
+    }
 }
 
 /// An event as sent, kept so a reconnecting client can catch up.
@@ -127,10 +139,24 @@ impl Table {
             .map(|s| s.player)
     }
 
-    fn send_to(&self, only: Option<&PlayerId>, frame: &Arc<str>) {
-        for sub in self.subscribers.values() {
-            if only.is_none_or(|p| *p == sub.player) {
-                sub.tx.do_send(Outbound::Frame(frame.clone()));
+    fn send_to(&mut self, only: Option<&PlayerId>, frame: &Arc<str>) {
+        let cap = self.rt.settings.ws.outbound_queue_bytes;
+        let mut too_slow = Vec::new();
+        for (id, sub) in &self.subscribers {
+            if only.is_none_or(|p| *p == sub.player) && !sub.send(frame, cap) {
+                too_slow.push(*id);
+            }
+        }
+        for id in too_slow {
+            if let Some(sub) = self.subscribers.remove(&id) {
+                metrics::counter!("pitboss_ws_slow_clients_dropped_total").increment(1);
+                warn!(player = %sub.player.0, "client too slow to read; no longer sending to it");
+                sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
+                if self.game.seat_of(&sub.player).is_some()
+                    && !self.subscribers.values().any(|s| s.player == sub.player)
+                {
+                    self.absent.entry(sub.player).or_insert_with(Instant::now);
+                }
             }
         }
     }
@@ -658,6 +684,7 @@ pub struct Join {
     pub player: PlayerId,
     pub since: Option<u64>,
     pub tx: Recipient<Outbound>,
+    pub backlog: Arc<Backlog>,
 }
 
 impl Handler<Join> for Table {
@@ -667,28 +694,31 @@ impl Handler<Join> for Table {
         if matches!(self.phase, Phase::Frozen | Phase::Stopping) {
             return Err(ClientError::new("table_frozen", "the table is frozen"));
         }
+        let sub = Subscriber {
+            player: msg.player,
+            tx: msg.tx,
+            backlog: msg.backlog,
+        };
+        let cap = self.rt.settings.ws.outbound_queue_bytes;
         let oldest = self.history.front().map(|s| s.seq).unwrap_or(self.seq + 1);
         let replay = msg.since.filter(|&n| n <= self.seq && n + 1 >= oldest);
-        match replay {
-            Some(since) => {
-                for sent in self.history.iter().filter(|s| s.seq > since) {
-                    if sent.only.as_ref().is_none_or(|p| *p == msg.player) {
-                        msg.tx.do_send(Outbound::Frame(sent.frame.clone()));
-                    }
-                }
-            }
-            None => msg
-                .tx
-                .do_send(Outbound::Frame(self.snapshot_frame(&msg.player))),
+        let sent_all = match replay {
+            Some(since) => self
+                .history
+                .iter()
+                .filter(|s| s.seq > since && s.only.as_ref().is_none_or(|p| *p == sub.player))
+                .all(|s| sub.send(&s.frame, cap)),
+            None => sub.send(&self.snapshot_frame(&sub.player), cap),
+        };
+        if !sent_all {
+            metrics::counter!("pitboss_ws_slow_clients_dropped_total").increment(1);
+            return Err(ClientError::new(
+                "too_slow",
+                "the connection is not reading",
+            ));
         }
-        self.absent.remove(&msg.player);
-        self.subscribers.insert(
-            msg.session,
-            Subscriber {
-                player: msg.player,
-                tx: msg.tx,
-            },
-        );
+        self.absent.remove(&sub.player);
+        self.subscribers.insert(msg.session, sub);
         Ok(())
     }
 }

@@ -1,11 +1,7 @@
 //! The WebSocket endpoint: `GET /ws?token=<player token>`.
 
-pub mod backpressure;
 pub mod protocol;
 pub mod session;
-
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
@@ -36,18 +32,10 @@ pub async fn connect(
     if state.rt.is_draining() {
         return Err(ApiError::draining());
     }
-    let written = Arc::new(AtomicU64::new(0));
-    let session = session::WsSession::new(
-        PlayerId(player),
-        state.rt.clone(),
-        state.manager.clone(),
-        written.clone(),
-    );
-    let response = actix_web_actors::ws::WsResponseBuilder::new(session, &req, stream)
+    let session =
+        session::WsSession::new(PlayerId(player), state.rt.clone(), state.manager.clone());
+    actix_web_actors::ws::WsResponseBuilder::new(session, &req, stream)
         .frame_size(state.rt.settings.ws.max_frame_bytes)
         .start()
-        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))?;
-    Ok(response
-        .map_body(|_, body| backpressure::CountingBody::new(body, written))
-        .map_into_boxed_body())
+        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))
 }

@@ -78,6 +78,43 @@ impl From<RuleError> for ClientError {
     }
 }
 
+/// How far one session lags behind what its tables sent it. A session's
+/// actor only runs while its socket drains, so a client that stops reading
+/// stalls it: the tables account for what they queue and stop sending once
+/// the backlog passes the cap, instead of filling the mailbox without bound.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    queued_bytes: std::sync::atomic::AtomicU64,
+    too_slow: std::sync::atomic::AtomicBool,
+}
+
+impl Backlog {
+    /// Counts a frame about to be queued; false (and marked too slow) when
+    /// the session already lags more than `cap` bytes.
+    pub fn admit(&self, len: usize, cap: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.queued_bytes.load(Ordering::Relaxed) > cap {
+            self.too_slow.store(true, Ordering::Relaxed);
+            return false;
+        }
+        self.queued_bytes.fetch_add(len as u64, Ordering::Relaxed);
+        true
+    }
+
+    pub fn delivered(&self, len: usize) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .queued_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
+                Some(q.saturating_sub(len as u64))
+            });
+    }
+
+    pub fn is_too_slow(&self) -> bool {
+        self.too_slow.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// What a table or the server pushes to one session.
 #[derive(Message, Clone, Debug)]
 #[rtype(result = "()")]

@@ -10,7 +10,7 @@ use actix::prelude::*;
 use actix_web_actors::ws;
 use tracing::debug;
 
-use super::protocol::{self, ClientError, ClientFrame, Outbound};
+use super::protocol::{self, Backlog, ClientError, ClientFrame, Outbound};
 use crate::actors::table::{Act, Join, Leave, SessionId, Sit, Table, Unsubscribe};
 use crate::actors::table_manager::{HostError, LoadOrCreate, TableManager};
 use crate::game::PlayerId;
@@ -18,9 +18,6 @@ use crate::runtime::Runtime;
 use crate::types::TableId;
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
-
-/// Each text frame on the wire costs its payload plus a few header bytes.
-const FRAME_OVERHEAD: u64 = 4;
 
 /// Token bucket for inbound frames.
 struct RateLimit {
@@ -54,19 +51,11 @@ pub struct WsSession {
     tables: HashMap<TableId, Addr<Table>>,
     last_heard: Instant,
     rate: RateLimit,
-    /// Bytes handed to the socket's response body so far, and bytes the
-    /// body has actually sent on: the difference is the client's backlog.
-    queued: u64,
-    written: Arc<AtomicU64>,
+    backlog: Arc<Backlog>,
 }
 
 impl WsSession {
-    pub fn new(
-        player: PlayerId,
-        rt: Arc<Runtime>,
-        manager: Addr<TableManager>,
-        written: Arc<AtomicU64>,
-    ) -> WsSession {
+    pub fn new(player: PlayerId, rt: Arc<Runtime>, manager: Addr<TableManager>) -> WsSession {
         let ws = &rt.settings.ws;
         let rate = RateLimit {
             tokens: f64::from(ws.rate_burst),
@@ -83,28 +72,13 @@ impl WsSession {
             tables: HashMap::new(),
             last_heard: Instant::now(),
             rate,
-            queued: 0,
-            written,
+            backlog: Arc::new(Backlog::default()),
         }
     }
 
-    /// Sends a text frame unless the client has fallen too far behind, in
-    /// which case it is dropped rather than buffered without bound.
+    /// Sends a frame of the session's own (pong, error); table frames come
+    /// through `Outbound`, accounted in the backlog.
     fn send_text(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
-        let backlog = self
-            .queued
-            .saturating_sub(self.written.load(Ordering::Relaxed));
-        if backlog > self.rt.settings.ws.outbound_queue_bytes {
-            metrics::counter!("pitboss_ws_slow_clients_dropped_total").increment(1);
-            tracing::warn!(player = %self.player.0, backlog, "client too slow to read; dropping it");
-            ctx.close(Some(ws::CloseReason {
-                code: ws::CloseCode::Policy,
-                description: Some("too_slow".into()),
-            }));
-            ctx.stop();
-            return;
-        }
-        self.queued += text.len() as u64 + FRAME_OVERHEAD;
         metrics::counter!("pitboss_ws_frames_out_total").increment(1);
         ctx.text(text.to_owned());
     }
@@ -116,6 +90,7 @@ impl WsSession {
         e: &ClientError,
     ) {
         metrics::counter!("pitboss_ws_frames_rejected_total", "code" => e.code).increment(1);
+        metrics::counter!("pitboss_ws_frames_out_total").increment(1);
         ctx.text(e.to_frame(table));
     }
 
@@ -165,6 +140,7 @@ impl WsSession {
             player: self.player.clone(),
             since,
             tx: ctx.address().recipient(),
+            backlog: self.backlog.clone(),
         };
         // Frames of one session are handled in order: the next waits for
         // this join, so a sit right after a join finds the table joined.
@@ -284,7 +260,20 @@ impl Handler<Outbound> for WsSession {
 
     fn handle(&mut self, msg: Outbound, ctx: &mut Self::Context) {
         match msg {
-            Outbound::Frame(text) => self.send_text(&text, ctx),
+            Outbound::Frame(text) => {
+                self.backlog.delivered(text.len());
+                if self.backlog.is_too_slow() {
+                    // A table stopped sending to this client while it lagged;
+                    // whatever it sees now would have gaps, so end it.
+                    ctx.close(Some(ws::CloseReason {
+                        code: ws::CloseCode::Policy,
+                        description: Some("too_slow".into()),
+                    }));
+                    ctx.stop();
+                    return;
+                }
+                self.send_text(&text, ctx);
+            }
             Outbound::Unsubscribed(table) => {
                 self.tables.remove(&table);
             }

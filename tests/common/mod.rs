@@ -58,10 +58,30 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A command for a long-lived child that dies with the test process, even
+/// when the test runner kills that process and no `Drop` runs (a timed-out
+/// test must not leave servers behind). `setpriv` (util-linux) sets the
+/// parent-death signal and then execs the program, so the pid is the
+/// program's own; where it is missing the child is started plainly.
+fn guarded_command(program: &str) -> Command {
+    const SETPRIV: &str = "/usr/bin/setpriv";
+    if Path::new(SETPRIV).exists() {
+        let mut cmd = Command::new(SETPRIV);
+        cmd.args(["--pdeathsig", "KILL", "--", program]);
+        cmd
+    } else {
+        Command::new(program)
+    }
+}
+
 /// A command for the pitboss binary with no `PITBOSS*` variables inherited
 /// from the developer's shell, so a stray setting never changes a test.
-fn pitboss_command() -> Command {
-    let mut cmd = Command::new(pitboss_bin());
+fn pitboss_command(guarded: bool) -> Command {
+    let mut cmd = if guarded {
+        guarded_command(pitboss_bin())
+    } else {
+        Command::new(pitboss_bin())
+    };
     cmd.current_dir(crate_dir()).stdin(Stdio::null());
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("PITBOSS") {
@@ -547,7 +567,7 @@ impl PrivateRedis {
     /// Spawns on `self.port`; true once it answers PING, false (child
     /// reaped) if it exits or stays silent for `timeout`.
     async fn spawn_and_wait(&mut self, timeout: Duration) -> bool {
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = guarded_command("redis-server");
         cmd.arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -712,7 +732,7 @@ impl Server {
 
     /// Like `start`, but hands a failure back (e.g. to test config errors).
     pub async fn try_start(cfg: ServerConfig) -> Result<Server, StartFailure> {
-        let mut cmd = pitboss_command();
+        let mut cmd = pitboss_command(true);
         cmd.arg("serve")
             .env("PITBOSS_ENV", "test")
             .env("PITBOSS__HTTP__HOST", "127.0.0.1")
@@ -996,7 +1016,7 @@ fn percent_encode(s: &str) -> String {
 
 /// A player token signed with the test secret (`pitboss token <player>`).
 pub fn mint_token(player: &str) -> String {
-    let out = pitboss_command()
+    let out = pitboss_command(false)
         .args(["token", player])
         .env("PITBOSS_ENV", "test")
         .env("PITBOSS__AUTH__SECRET", AUTH_SECRET)
