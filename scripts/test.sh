@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The project's test command: services, the whole nextest suite, then the
-# exhaustive hand-evaluator check (release build; PITBOSS_SKIP_EXHAUSTIVE=1
-# skips it for a quick local run). Extra arguments go to `cargo nextest run`.
+# The project's test command: services (and the browser for the browser
+# test; PITBOSS_SKIP_BROWSER=1 skips both), the exhaustive hand-evaluator
+# check (release build; PITBOSS_SKIP_EXHAUSTIVE=1 skips it for a quick local
+# run), then the whole nextest suite. Extra arguments go to `cargo nextest run`.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -228,7 +228,7 @@ impl Table {
             Err(_) => {
                 error!("game logic panicked; freezing the table");
                 self.freeze("internal_error", ctx);
-                Err(RuleError::NoHandInProgress)
+                Err(RuleError::Internal("the rules panicked".into()))
             }
         }
     }
