@@ -426,9 +426,16 @@ struct Shared {
     clock_offset_ms: AtomicI64,
     /// The longest action clock seen in a `turn`, in ms (0 = none yet).
     action_clock_ms: AtomicU64,
+    /// Set just before the bots are told to stop, so that a bot which has
+    /// not noticed the stop yet already judges hand ends leniently.
+    winding_down: AtomicBool,
 }
 
 impl Shared {
+    fn winding_down(&self) -> bool {
+        self.winding_down.load(Ordering::Relaxed)
+    }
+
     fn action_clock(&self) -> Duration {
         match self.action_clock_ms.load(Ordering::Relaxed) {
             0 => DEFAULT_ACTION_CLOCK,
@@ -725,7 +732,8 @@ enum Outcome {
     RefusedFirst(&'static str),
     /// Refused because the clock beat it: a benign race.
     Stale,
-    /// The hand was voided with our act unanswered; a refusal may follow.
+    /// The hand was voided (or ended by the others leaving) with our act
+    /// unanswered; a refusal may follow.
     Voided,
     /// Settled as a protocol error.
     Failed,
@@ -882,14 +890,21 @@ impl TurnBook {
         fx
     }
 
-    /// `hand_ended` (or `hand_voided` when `voided`) for `hand`. Every event
-    /// of the hand, the clock's actions included, precedes it, so an act of
-    /// that hand still unexplained now never will be.
-    fn hand_over(&mut self, hand: u64, voided: bool) -> Effects {
+    /// `hand_ended` or `hand_voided` for `hand`. Every event of the hand,
+    /// the clock's actions included, precedes it, so an act of that hand
+    /// still unexplained now never will be — unless the hand ended by other
+    /// means than play: `forgive` when it was voided, or when the run is
+    /// winding down and the other bots' `leave`s folded them out of turn,
+    /// ending the hand while our act was on its way.
+    fn hand_over(&mut self, hand: u64, forgive: bool) -> Effects {
         let mut fx = Effects::default();
         for t in self.turns_mut().filter(|t| t.hand <= hand) {
             match t.outcome {
-                Outcome::Open if t.sent.is_some() && voided => t.outcome = Outcome::Voided,
+                Outcome::Open if t.sent.is_some() && forgive => t.outcome = Outcome::Voided,
+                Outcome::RefusedFirst(_) if forgive => {
+                    t.outcome = Outcome::Stale;
+                    fx.stale += 1;
+                }
                 Outcome::Open if t.sent.is_some() => {
                     fx.errors.push(format!(
                         "act for hand {} got neither an action event nor an error before the hand ended",
@@ -897,7 +912,7 @@ impl TurnBook {
                     ));
                     t.outcome = Outcome::Failed;
                 }
-                Outcome::RefusedFirst(code) if !voided => {
+                Outcome::RefusedFirst(code) => {
                     fx.errors.push(format!(
                         "act for hand {} refused with {code}, but the action clock had not acted for us",
                         t.hand
@@ -1401,7 +1416,7 @@ impl Bot {
             let at = u64::try_from(self.shared.start.elapsed().as_millis()).unwrap_or(u64::MAX);
             stats.last_hand_ms.fetch_max(at, Ordering::Relaxed);
         }
-        let fx = self.turns.hand_over(hand, false);
+        let fx = self.turns.hand_over(hand, self.shared.winding_down());
         self.apply(fx);
         let busted = v["stacks"].as_array().is_some_and(|stacks| {
             stacks.iter().any(|s| {
@@ -1599,6 +1614,7 @@ async fn run(opts: Options, signer: TokenSigner, admin_token: String) -> anyhow:
         start: Instant::now(),
         clock_offset_ms: AtomicI64::new(i64::MAX),
         action_clock_ms: AtomicU64::new(0),
+        winding_down: AtomicBool::new(false),
     });
     let mut bots = Vec::new();
     for (t, table) in tables.iter().enumerate() {
@@ -1632,6 +1648,7 @@ async fn run(opts: Options, signer: TokenSigner, admin_token: String) -> anyhow:
     let reason = supervise(&shared, &handles, started).await;
     let play_time = started.elapsed();
     let hands_at_stop = shared.stats.hands.load(Ordering::Relaxed);
+    shared.winding_down.store(true, Ordering::Relaxed);
     let _ = stop_tx.send(true);
 
     let bound = shared.leave_timeout() + Duration::from_secs(15);
@@ -2047,6 +2064,26 @@ mod tests {
         let fx = book.on_refusal("stale_hand", "");
         assert_eq!((fx.timeouts, fx.stale), (1, 1));
         assert!(book.finish().latencies.is_empty());
+    }
+
+    #[test]
+    fn an_act_overtaken_by_a_void_or_the_wind_down_is_forgiven() {
+        let now = Instant::now();
+        // The others' leaves end the hand; our act's refusal comes after.
+        let mut book = TurnBook::default();
+        book.open(9);
+        book.sent("call", now);
+        assert_eq!(book.hand_over(9, true), Effects::default());
+        let fx = book.on_refusal("no_hand_in_progress", "");
+        assert_eq!((fx.stale, fx.errors.len()), (1, 0));
+        // ... or before it (the session writes a refusal ahead of the
+        // events queued while it waited for the table).
+        book.open(10);
+        book.sent("raise", now);
+        assert_eq!(book.on_refusal("stale_hand", ""), Effects::default());
+        let fx = book.hand_over(10, true);
+        assert_eq!((fx.stale, fx.errors.len()), (1, 0));
+        assert_eq!(book.finish(), Effects::default());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use tokio::signal::unix::{signal, SignalKind};
-use tracing::{info, warn};
+use tracing::warn;
 
 use crate::actors::table_manager::{DrainAll, ForceRelease};
 use crate::startup::Application;
@@ -33,7 +33,7 @@ pub async fn run_until_stopped(app: Application) -> anyhow::Result<()> {
     tokio::pin!(drain);
     tokio::select! {
         _ = &mut drain => {
-            info!(event = "drain_finished", "every table persisted and every lease released");
+            warn!(event = "drain_finished", "every table persisted and every lease released");
         }
         _ = term.recv() => force(&app.manager).await,
         _ = int.recv() => force(&app.manager).await,

@@ -4,48 +4,16 @@
 mod common;
 mod play;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use common::{mint_token, test_db, unique_env, Server, ServerConfig, WsClient};
-use play::{play_hands, Player, Policy};
+use play::{db_stacks, play_hands, stacks_of, Player, Policy};
 use serde_json::{json, Value};
-use sqlx::Row;
 
 const SECS: fn(u64) -> Duration = Duration::from_secs;
 
-async fn db_stacks(pool: &sqlx::PgPool, table: &str) -> HashMap<u64, u64> {
-    sqlx::query("SELECT seat, stack FROM seats WHERE table_id = $1")
-        .bind(table)
-        .fetch_all(pool)
-        .await
-        .expect("read seats")
-        .iter()
-        .map(|r| {
-            (
-                r.get::<i16, _>("seat") as u64,
-                r.get::<i64, _>("stack") as u64,
-            )
-        })
-        .collect()
-}
-
 fn last_hand_ended(seen: &[Value]) -> Option<&Value> {
     seen.iter().rev().find(|v| v["kind"] == "hand_ended")
-}
-
-fn stacks_of(ended: &Value) -> HashMap<u64, u64> {
-    ended["stacks"]
-        .as_array()
-        .expect("stacks")
-        .iter()
-        .map(|s| {
-            (
-                s["seat"].as_u64().expect("seat"),
-                s["stack"].as_u64().expect("stack"),
-            )
-        })
-        .collect()
 }
 
 /// Every hole card a client saw before a showdown was its own.

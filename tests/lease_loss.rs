@@ -8,28 +8,8 @@ mod play;
 use std::time::{Duration, Instant};
 
 use common::{lease_key, test_db, unique_env, PrivateRedis, Server, ServerConfig};
-use play::{spawn_forever, Player, Policy};
+use play::{metric, spawn_forever, wait_state, Player, Policy};
 use serde_json::Value;
-
-fn metric(text: &str, name_and_labels: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(name_and_labels))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
-async fn wait_state(server: &Server, table: &str, state: &str, within: Duration) -> Option<Value> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        let v = server.table(table).await;
-        if v["state"] == state {
-            return Some(v);
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    None
-}
 
 /// Two players at `server` playing check/call hands in the background.
 async fn busy_table(server: &Server) -> (String, Vec<tokio::task::JoinHandle<Player>>) {

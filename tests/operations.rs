@@ -7,23 +7,11 @@ mod play;
 use std::time::{Duration, Instant};
 
 use common::{lease_key, mint_token, test_db, unique_env, Server, ServerConfig, WsClient};
-use play::{spawn_forever, Player, Policy};
+use play::{spawn_forever, wait_state, Player, Policy};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
 const SECS: fn(u64) -> Duration = Duration::from_secs;
-
-async fn wait_state(server: &Server, table: &str, state: &str, within: Duration) -> Option<Value> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        let v = server.table(table).await;
-        if v["state"] == state {
-            return Some(v);
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    None
-}
 
 /// Freezes `table` on `server` by deleting its lease key.
 async fn freeze(server: &Server, env: &str, table: &str) -> Value {
@@ -631,4 +619,37 @@ async fn a_client_too_slow_to_read_is_dropped_instead_of_buffered_without_bound(
     let view = server.table(&t).await;
     assert_eq!(view["state"], "open", "{view}");
     assert_eq!(server.audit().await["delta"], 0);
+}
+
+#[tokio::test]
+async fn production_logs_are_json_and_table_lines_carry_table_fence_and_hand() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server =
+        Server::start(ServerConfig::new(&db, &env).with_env("PITBOSS_ENV", "production")).await;
+    let t = server.create_table(common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    assert!(server.wait_for_log("table_hosted", SECS(5)).await);
+    let lines = server.logs();
+    let json_lines: Vec<Value> = lines
+        .iter()
+        .filter_map(|l| {
+            l.find('{')
+                .and_then(|i| serde_json::from_str::<Value>(&l[i..]).ok())
+        })
+        .collect();
+    assert!(!json_lines.is_empty(), "{lines:?}");
+    let hosted = json_lines
+        .iter()
+        .find(|v| v["event"] == "table_hosted")
+        .unwrap_or_else(|| panic!("no table_hosted line: {lines:?}"));
+    let span = &hosted["span"];
+    assert_eq!(span["table_id"], t.as_str(), "{hosted}");
+    assert!(
+        span["fence"].is_u64() && span["hand_no"].is_u64(),
+        "{hosted}"
+    );
+    assert_eq!(hosted["level"], "INFO");
 }

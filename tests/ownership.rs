@@ -3,19 +3,13 @@
 //! tables at once under a higher fence; a different id waits out the TTL.
 
 mod common;
+mod play;
 
 use std::time::{Duration, Instant};
 
 use common::{mint_token, test_db, unique_env, Server, ServerConfig, WsClient};
+use play::metric;
 use serde_json::{json, Value};
-
-fn metric(text: &str, name_and_labels: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(name_and_labels))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
 
 async fn owned_elsewhere_retries(server: &Server) -> f64 {
     let (_, text) = server.get("/metrics").await;

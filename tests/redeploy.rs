@@ -9,39 +9,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::{test_db, unique_env, Server, ServerConfig};
-use play::Player;
+use play::{db_stacks, stacks_of, Player};
 use serde_json::{json, Value};
 use sqlx::Row;
-
-async fn db_stacks(pool: &sqlx::PgPool, table: &str) -> HashMap<u64, u64> {
-    sqlx::query("SELECT seat, stack FROM seats WHERE table_id = $1")
-        .bind(table)
-        .fetch_all(pool)
-        .await
-        .expect("read seats")
-        .iter()
-        .map(|r| {
-            (
-                r.get::<i16, _>("seat") as u64,
-                r.get::<i64, _>("stack") as u64,
-            )
-        })
-        .collect()
-}
-
-fn stacks_of(ev: &Value) -> HashMap<u64, u64> {
-    ev["stacks"]
-        .as_array()
-        .expect("stacks")
-        .iter()
-        .map(|s| {
-            (
-                s["seat"].as_u64().expect("seat"),
-                s["stack"].as_u64().expect("stack"),
-            )
-        })
-        .collect()
-}
 
 /// Waits until `b` hosts the table; returns how long after `since` it did.
 async fn hosted_by(b: &Server, table: &str, since: Instant, within: Duration) -> Option<Duration> {

@@ -9,16 +9,8 @@ mod play;
 use std::time::{Duration, Instant};
 
 use common::{test_db, unique_env, Server, ServerConfig};
-use play::Player;
+use play::{metric, Player};
 use serde_json::json;
-
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
 
 #[tokio::test]
 async fn a_paused_owner_wakes_up_stale_its_write_is_refused_and_the_new_owner_is_unaffected() {

@@ -112,6 +112,17 @@ async fn view(state: &AppState, row: TableRow) -> Result<Value, ApiError> {
     }))
 }
 
+async fn view_of(state: &AppState, id: &TableId) -> Result<Value, ApiError> {
+    let row = state
+        .rt
+        .store
+        .table(id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::not_found("no such table"))?;
+    view(state, row).await
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CreateTable {
@@ -165,14 +176,7 @@ async fn create_table(
         .await
         .map_err(ApiError::internal)?
         .map_err(host_error)?;
-    let row = state
-        .rt
-        .store
-        .table(&id)
-        .await
-        .map_err(store_error)?
-        .ok_or_else(|| ApiError::not_found("no such table"))?;
-    Ok(HttpResponse::Created().json(view(&state, row).await?))
+    Ok(HttpResponse::Created().json(view_of(&state, &id).await?))
 }
 
 async fn list_tables(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
@@ -238,14 +242,7 @@ async fn recover_table(
         .await
         .map_err(ApiError::internal)?
         .map_err(host_error)?;
-    let row = state
-        .rt
-        .store
-        .table(&id)
-        .await
-        .map_err(store_error)?
-        .ok_or_else(|| ApiError::not_found("no such table"))?;
-    Ok(HttpResponse::Ok().json(view(&state, row).await?))
+    Ok(HttpResponse::Ok().json(view_of(&state, &id).await?))
 }
 
 async fn dispose_table(

@@ -1,10 +1,13 @@
-//! Scripted players for black-box tests: each answers its own `turn` events
-//! with a fixed policy and records everything it receives.
+//! Shared pieces of the black-box tests: scripted players (each answers its
+//! own `turn` events with a fixed policy and records what it receives) and
+//! small readers of metrics, table views and seats.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use sqlx::Row;
 use tokio::task::JoinHandle;
 
 use crate::common::{Server, WsClient};
@@ -163,4 +166,64 @@ pub fn spawn_forever(
         .await;
         p
     })
+}
+
+/// A sample's value from Prometheus text (`name{labels}` as written), 0 if
+/// the series does not exist yet.
+pub fn metric(text: &str, name_and_labels: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name_and_labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Polls the admin view until the table is in `state`; the view, or `None`.
+pub async fn wait_state(
+    server: &Server,
+    table: &str,
+    state: &str,
+    within: Duration,
+) -> Option<Value> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        let v = server.table(table).await;
+        if v["state"] == state {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    None
+}
+
+/// Seat → stack as Postgres holds them.
+pub async fn db_stacks(pool: &sqlx::PgPool, table: &str) -> HashMap<u64, u64> {
+    sqlx::query("SELECT seat, stack FROM seats WHERE table_id = $1")
+        .bind(table)
+        .fetch_all(pool)
+        .await
+        .expect("read seats")
+        .iter()
+        .map(|r| {
+            (
+                r.get::<i16, _>("seat") as u64,
+                r.get::<i64, _>("stack") as u64,
+            )
+        })
+        .collect()
+}
+
+/// Seat → stack from a `hand_ended` or `hand_voided` event.
+pub fn stacks_of(ev: &Value) -> HashMap<u64, u64> {
+    ev["stacks"]
+        .as_array()
+        .expect("stacks")
+        .iter()
+        .map(|s| {
+            (
+                s["seat"].as_u64().expect("seat"),
+                s["stack"].as_u64().expect("stack"),
+            )
+        })
+        .collect()
 }
