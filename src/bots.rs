@@ -362,7 +362,7 @@ struct Stats {
     too_late: AtomicU64,
     /// The server's clock acted for one of our seats.
     timeouts: AtomicU64,
-    /// An act refused because the clock beat it: a benign race.
+    /// An act overtaken by the clock (or by the wind-down): a benign race.
     stale: AtomicU64,
     rebuys: AtomicU64,
     granted: AtomicU64,
@@ -1787,7 +1787,7 @@ async fn run(opts: Options, signer: TokenSigner, admin_token: String) -> anyhow:
     line(
         "stale",
         format!(
-            "{} (acts refused because the clock had just acted: benign)",
+            "{} (acts overtaken by the action clock, or by the others leaving at the end: benign races)",
             get(&stats.stale)
         ),
     );

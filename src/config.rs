@@ -217,13 +217,11 @@ impl Settings {
         if self.table.arbiters == 0 {
             return Err("config error: table.arbiters must be at least 1".into());
         }
-        if self.run_env == RunEnv::Production {
-            if self.auth.secret.is_none() {
-                return Err("config error: PITBOSS__AUTH__SECRET is required in production".into());
-            }
-            if self.admin.token.is_none() {
-                return Err("config error: PITBOSS__ADMIN__TOKEN is required in production".into());
-            }
+        if self.auth.secret.is_none() {
+            return Err("config error: PITBOSS__AUTH__SECRET is required (player tokens are signed with it)".into());
+        }
+        if self.run_env == RunEnv::Production && self.admin.token.is_none() {
+            return Err("config error: PITBOSS__ADMIN__TOKEN is required in production".into());
         }
         Ok(())
     }

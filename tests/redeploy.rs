@@ -171,16 +171,26 @@ async fn sigterm_lets_the_hand_in_progress_finish_then_the_next_instance_hosts_t
         "A logged the end of its drain"
     );
 
-    // A player reconnects to B and finds the table with the same stacks.
+    // A player reconnects to B with the last seq A sent: B numbers its
+    // events from a later epoch, so the client gets a fresh snapshot, never
+    // B's events misread as the continuation of A's.
+    let last_on_a = players[0].client.last_seq(&table).expect("a seq from A");
     let mut again = common::WsClient::connect(&b, &common::mint_token("alice"))
         .await
         .expect("connect to B");
-    again.send(json!({"type": "join", "table": table})).await;
-    let snap = again
-        .recv_type("snapshot", Duration::from_secs(5))
+    again
+        .send(json!({"type": "join", "table": table, "since": last_on_a}))
+        .await;
+    let first = again
+        .recv_json(Duration::from_secs(5))
         .await
-        .expect("snapshot from B");
-    assert_eq!(snap["state"]["owner"], "inst-b", "{snap}");
+        .expect("an answer from B");
+    assert_eq!(first["type"], "snapshot", "{first}");
+    assert_eq!(first["state"]["owner"], "inst-b", "{first}");
+    assert!(
+        first["seq"].as_u64() > Some(last_on_a),
+        "{first} after {last_on_a}"
+    );
     let (_, events) = b.admin_get(&format!("/admin/tables/{table}/events")).await;
     let states: Vec<&str> = events["events"]
         .as_array()

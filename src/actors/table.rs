@@ -79,6 +79,14 @@ pub struct Table {
     span: tracing::Span,
 }
 
+/// Each hosting of a table numbers its events from its own epoch, derived
+/// from the fence: `seq` keeps increasing across redeploys and recoveries,
+/// so a `since` from an earlier hosting is never mistaken for a recent one
+/// (it falls before the kept history and gets a snapshot).
+fn seq_epoch(fence: Fence) -> u64 {
+    fence.0.saturating_mul(1 << 32)
+}
+
 impl Table {
     pub fn new(
         id: TableId,
@@ -88,8 +96,7 @@ impl Table {
         manager: Addr<TableManager>,
         game: Game,
     ) -> Table {
-        let span =
-            tracing::info_span!("table", table_id = %id, fence = fence.0, hand_no = game.hand_no());
+        let span = tracing::info_span!(parent: None, "table", table_id = %id, fence = fence.0, hand_no = game.hand_no());
         let empty_since = game.seats().is_empty().then(Instant::now);
         // A revived table's players reconnect after the redeploy; until then
         // their seats are held like any dropped connection's.
@@ -104,7 +111,7 @@ impl Table {
             game,
             phase: Phase::Open,
             subscribers: HashMap::new(),
-            seq: 0,
+            seq: seq_epoch(fence),
             history: VecDeque::new(),
             action_timer: None,
             next_hand_timer: None,
@@ -120,7 +127,7 @@ impl Table {
     /// Log lines carry the current hand number; a fresh span per hand keeps
     /// exactly one `hand_no` field on each line.
     fn refresh_span(&mut self) {
-        self.span = tracing::info_span!("table", table_id = %self.id, fence = self.fence.0, hand_no = self.game.hand_no());
+        self.span = tracing::info_span!(parent: None, "table", table_id = %self.id, fence = self.fence.0, hand_no = self.game.hand_no());
     }
 
     fn state_name(&self) -> &'static str {
@@ -479,12 +486,30 @@ impl Table {
             return;
         }
         let _g = self.span.clone().entered();
+        let first = self.phase == Phase::Open;
         self.phase = Phase::Draining;
         Self::cancel(ctx, &mut self.next_hand_timer);
         Self::cancel(ctx, &mut self.drain_timer);
         if !self.game.hand_in_progress() {
             self.finish_drain(ctx);
             return;
+        }
+        if first {
+            // Operators see the table draining while its hand finishes.
+            let rt = self.rt.clone();
+            let (id, fence) = (self.id.clone(), self.fence);
+            let fut = async move {
+                rt.store
+                    .transition(&id, fence, rt.instance_id(), "draining", Some("shutdown"))
+                    .await
+            };
+            // Waited for, so it can never land after the release.
+            ctx.wait(fut.into_actor(self).map(|res, act, _ctx| {
+                if let Err(e) = res {
+                    let _g = act.span.clone().entered();
+                    warn!(error = %e, "could not record the drain");
+                }
+            }));
         }
         info!(
             event = "table_drain_waiting",

@@ -64,7 +64,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 fn store_error(e: StoreError) -> ApiError {
     match e {
-        StoreError::TableNotFound => ApiError::not_found("no such table"),
+        StoreError::TableNotFound => ApiError::table_not_found(),
         StoreError::BadAmount(m) => ApiError::bad_request("bad_amount", &m),
         other => ApiError::internal(other),
     }
@@ -86,7 +86,7 @@ fn host_error(e: HostError) -> ApiError {
 }
 
 fn table_id(raw: &str) -> Result<TableId, ApiError> {
-    TableId::parse(raw).ok_or_else(|| ApiError::not_found("no such table"))
+    TableId::parse(raw).ok_or_else(ApiError::table_not_found)
 }
 
 async fn view(state: &AppState, row: TableRow) -> Result<Value, ApiError> {
@@ -119,7 +119,7 @@ async fn view_of(state: &AppState, id: &TableId) -> Result<Value, ApiError> {
         .table(id)
         .await
         .map_err(store_error)?
-        .ok_or_else(|| ApiError::not_found("no such table"))?;
+        .ok_or_else(ApiError::table_not_found)?;
     view(state, row).await
 }
 
@@ -206,7 +206,7 @@ async fn get_table(
         .await
         .map_err(store_error)?
         .filter(|r| r.environment == state.rt.environment())
-        .ok_or_else(|| ApiError::not_found("no such table"))?;
+        .ok_or_else(ApiError::table_not_found)?;
     Ok(HttpResponse::Ok().json(view(&state, row).await?))
 }
 
@@ -224,7 +224,7 @@ async fn table_events(
         .map_err(store_error)?
         .is_none()
     {
-        return Err(ApiError::not_found("no such table"));
+        return Err(ApiError::table_not_found());
     }
     let events = state.rt.store.events(&id).await.map_err(store_error)?;
     Ok(HttpResponse::Ok().json(json!({ "events": events })))
@@ -323,7 +323,8 @@ async fn player(
         .balance(player)
         .await
         .map_err(store_error)?
-        .ok_or_else(|| ApiError::not_found("no such player"))?;
+        // A player never granted anything simply has no chips yet.
+        .unwrap_or_default();
     Ok(HttpResponse::Ok().json(json!({"player": player, "balance": balance})))
 }
 

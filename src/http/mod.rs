@@ -44,8 +44,8 @@ impl ApiError {
     pub fn bad_request(code: &'static str, message: &str) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, code, message)
     }
-    pub fn not_found(message: &str) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    pub fn table_not_found() -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "table_not_found", "no such table")
     }
     pub fn draining() -> ApiError {
         ApiError::new(

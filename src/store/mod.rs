@@ -195,14 +195,18 @@ impl Store {
             serde_json::to_value(config).map_err(|e| StoreError::Inconsistent(e.to_string()))?;
         let mut tx = self.pool.begin().await?;
         let row = sqlx::query(&format!(
-            "INSERT INTO tables (id, environment, config) VALUES ($1, $2, $3) RETURNING {TABLE_COLUMNS}"
+            "INSERT INTO tables (id, environment, config, state, state_reason) \
+             VALUES ($1, $2, $3, 'released', 'created') RETURNING {TABLE_COLUMNS}"
         ))
         .bind(id.as_str())
         .bind(env)
         .bind(config)
         .fetch_one(&mut *tx)
         .await?;
-        insert_event(&mut tx, id, None, "open", Some("created"), None, None).await?;
+        // Born released: no other instance's revive scan picks it up before
+        // its creator has taken the lease (an abandoned creation is hosted
+        // by its first join).
+        insert_event(&mut tx, id, None, "released", Some("created"), None, None).await?;
         tx.commit().await?;
         table_row(&row)
     }
@@ -304,6 +308,7 @@ impl Store {
         .await?;
         let reason = match (reopen, recover) {
             (true, true) => "recovered",
+            (true, false) if current.reason.as_deref() == Some("created") => "hosted",
             (true, false) => "revived",
             _ => "acquired",
         };
@@ -669,6 +674,7 @@ impl Store {
 
 struct Locked {
     state: String,
+    reason: Option<String>,
     fence: Fence,
 }
 
@@ -676,13 +682,16 @@ async fn lock_table(
     tx: &mut Transaction<'_, Postgres>,
     id: &TableId,
 ) -> Result<Locked, StoreError> {
-    let row = sqlx::query("SELECT state, owner_fencing_token FROM tables WHERE id = $1 FOR UPDATE")
-        .bind(id.as_str())
-        .fetch_optional(&mut **tx)
-        .await?
-        .ok_or(StoreError::TableNotFound)?;
+    let row = sqlx::query(
+        "SELECT state, state_reason, owner_fencing_token FROM tables WHERE id = $1 FOR UPDATE",
+    )
+    .bind(id.as_str())
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(StoreError::TableNotFound)?;
     Ok(Locked {
         state: row.try_get("state")?,
+        reason: row.try_get("state_reason")?,
         fence: Fence::from_db(row.try_get("owner_fencing_token")?),
     })
 }
