@@ -239,6 +239,23 @@ async fn automatic_recovery_is_off_by_default_and_recovers_after_the_cooldown_wh
         .expect("id")
         .to_string();
     let frozen = freeze(&auto, &env2, &t2).await;
+    // Another owner holds the lease for a second: the first attempts are
+    // refused and retried until it lapses.
+    let mut redis = common::redis_conn(&common::shared_redis_url()).await;
+    let _: () = redis::cmd("SET")
+        .arg(lease_key(&env2, &t2))
+        .arg("inst-other|99")
+        .arg("PX")
+        .arg(1000)
+        .query_async(&mut redis)
+        .await
+        .expect("SET");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        auto.table(&t2).await["state"],
+        "frozen",
+        "not while another owner holds it"
+    );
     let back = wait_state(&auto, &t2, "open", SECS(5))
         .await
         .expect("recovered automatically");

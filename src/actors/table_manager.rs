@@ -158,6 +158,27 @@ impl TableManager {
         );
     }
 
+    /// Recovers a table frozen by a lost lease after `cooldown`, trying
+    /// again while its lease is held elsewhere or Redis/Postgres cannot be
+    /// reached; gives up when the table is no longer frozen.
+    fn auto_recover(&mut self, table: TableId, cooldown: Duration, ctx: &mut Context<Self>) {
+        ctx.run_later(cooldown, move |act, ctx| {
+            if act.drain.is_some() {
+                return;
+            }
+            warn!(event = "table_auto_recover", table_id = %table, "recovering a frozen table automatically");
+            let (tx, rx) = oneshot::channel();
+            act.host_as(table.clone(), Mode::Recover, Some(tx), ctx);
+            ctx.spawn(rx.into_actor(act).map(move |res, act, ctx| match res {
+                Ok(Err(HostError::OwnedElsewhere { .. } | HostError::Unavailable(_))) => {
+                    act.auto_recover(table, cooldown, ctx)
+                }
+                Ok(Err(e)) => info!(table_id = %table, error = %e, "automatic recovery not needed"),
+                Ok(Ok(_)) | Err(_) => {}
+            }));
+        });
+    }
+
     fn start_table(
         &mut self,
         p: Prepared,
@@ -490,14 +511,8 @@ impl Handler<TableStopped> for TableManager {
         let cooldown = self.rt.settings.table.auto_recover_after_ms;
         if msg.frozen == Some("lease_lost") && cooldown > 0 && self.drain.is_none() {
             // Opt-in: by default a freeze stays loud and waits for an operator.
-            let table = msg.table.clone();
-            info!(table_id = %table, cooldown_ms = cooldown, "automatic recovery scheduled");
-            ctx.run_later(Duration::from_millis(cooldown), move |act, ctx| {
-                if act.drain.is_none() {
-                    warn!(event = "table_auto_recover", table_id = %table, "recovering a frozen table automatically");
-                    act.host_as(table, Mode::Recover, None, ctx);
-                }
-            });
+            info!(table_id = %msg.table, cooldown_ms = cooldown, "automatic recovery scheduled");
+            self.auto_recover(msg.table.clone(), Duration::from_millis(cooldown), ctx);
         }
         let lease = HeldLease {
             table: msg.table,
