@@ -321,20 +321,21 @@ async fn a_reconnecting_client_gets_the_events_it_missed_or_a_snapshot() {
         "no foreign hole cards in the replay"
     );
 
-    // Too old a `since` (outside the 16 kept events) gets a snapshot: wait
-    // until the table is past seq 20 (the clock plays alice's turns).
+    // A `since` that has fallen out of the 16 kept events gets a snapshot:
+    // wait until the table is 20 events past it (the clock plays alice's
+    // turns), then ask again from there.
     let mut watcher = WsClient::connect(&server, &mint_token("carol"))
         .await
         .expect("connect");
     watcher.send(json!({"type": "join", "table": t})).await;
     let far = watcher
-        .recv_until(|v| v["seq"].as_u64() > Some(20), SECS(20))
+        .recv_until(|v| v["seq"].as_u64() > Some(last + 20), SECS(20))
         .await;
-    assert!(far.is_some(), "the table moved on past seq 20");
-    let mut old = WsClient::connect(&server, &mint_token("carol"))
+    assert!(far.is_some(), "the table moved on 20 events past {last}");
+    let mut old = WsClient::connect(&server, &mint_token("alice"))
         .await
         .expect("connect");
-    old.send(json!({"type": "join", "table": t, "since": 0}))
+    old.send(json!({"type": "join", "table": t, "since": last}))
         .await;
     let snap = old.recv_json(SECS(5)).await.expect("a frame");
     assert_eq!(snap["type"], "snapshot", "{snap}");

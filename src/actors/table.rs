@@ -84,7 +84,9 @@ pub struct Table {
 /// so a `since` from an earlier hosting is never mistaken for a recent one
 /// (it falls before the kept history and gets a snapshot).
 fn seq_epoch(fence: Fence) -> u64 {
-    fence.0.saturating_mul(1 << 32)
+    // 2^31 hostings of one table are far beyond any real life; the clamp
+    // only keeps the arithmetic from overflowing.
+    fence.0.min((1 << 31) - 1) << 32
 }
 
 impl Table {
@@ -180,7 +182,7 @@ impl Table {
                     None => continue,
                 },
             };
-            self.seq += 1;
+            self.seq = self.seq.saturating_add(1);
             let mut body = match serde_json::to_value(&ev.kind) {
                 Ok(Value::Object(m)) => m,
                 _ => continue,

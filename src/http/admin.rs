@@ -216,14 +216,8 @@ async fn table_events(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = table_id(&path)?;
-    if state
-        .rt
-        .store
-        .table(&id)
-        .await
-        .map_err(store_error)?
-        .is_none()
-    {
+    let known = state.rt.store.table(&id).await.map_err(store_error)?;
+    if known.is_none_or(|r| r.environment != state.rt.environment()) {
         return Err(ApiError::table_not_found());
     }
     let events = state.rt.store.events(&id).await.map_err(store_error)?;
