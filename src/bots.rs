@@ -1038,7 +1038,11 @@ async fn connect(shared: &Shared, name: &str) -> anyhow::Result<Ws> {
         .with_context(|| format!("minting a token for {name}"))?;
     // Tokens are base64url and '.', which need no escaping in a query.
     let url = format!("{}/ws?token={token}", shared.ws_base);
-    match tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::connect_async(url)).await {
+    // Nagle's algorithm would hold an act behind the ACK of the previous
+    // frame, which the server may delay by up to 40 ms: off, as for any
+    // request/response protocol of small frames.
+    let connecting = tokio_tungstenite::connect_async_with_config(url, None, true);
+    match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
         Err(_) => bail!("{name}: WebSocket connect timed out"),
         Ok(Err(WsError::Http(resp))) if resp.status().as_u16() == 401 => bail!(
             "{name}: the server refused the player token (401): the bots sign tokens with \
