@@ -106,6 +106,8 @@ impl Application {
         });
         let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(routes))
             .disable_signals()
+            // Game frames are small and latency-bound: no Nagle delay.
+            .tcp_nodelay(true)
             .shutdown_timeout(2)
             .bind((host.as_str(), port))
             .with_context(|| format!("could not bind {host}:{port}"))?;
