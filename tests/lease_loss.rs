@@ -88,14 +88,7 @@ async fn deleting_the_lease_key_freezes_the_table_and_tells_its_clients() {
             .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
     )
     .await;
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    server.grant("alice", 1000).await;
-    server.grant("bob", 1000).await;
-    let mut alice = Player::sit(&server, &t, "alice", 0, 100).await;
-    let bob = Player::sit(&server, &t, "bob", 1, 100).await;
+    let (t, mut alice, bob) = play::heads_up(&server, 100).await;
     let bob_task = spawn_forever(bob, &t, Policy::CheckCall, Duration::from_secs(15));
 
     let mut redis = common::redis_conn(&common::shared_redis_url()).await;

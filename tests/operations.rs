@@ -154,14 +154,7 @@ async fn recovering_a_frozen_table_hosts_it_again_under_a_higher_fence_with_its_
         ServerConfig::new(&db, &env).with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
     )
     .await;
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    server.grant("alice", 1000).await;
-    server.grant("bob", 1000).await;
-    let alice = Player::sit(&server, &t, "alice", 0, 100).await;
-    let bob = Player::sit(&server, &t, "bob", 1, 100).await;
+    let (t, alice, bob) = play::heads_up(&server, 100).await;
     let tasks = [
         spawn_forever(alice, &t, Policy::CheckCall, SECS(15)),
         spawn_forever(bob, &t, Policy::CheckCall, SECS(15)),
@@ -274,14 +267,7 @@ async fn a_reconnecting_client_gets_the_events_it_missed_or_a_snapshot() {
             .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "400"),
     )
     .await;
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    server.grant("alice", 1000).await;
-    server.grant("bob", 1000).await;
-    let mut alice = Player::sit(&server, &t, "alice", 0, 100).await;
-    let bob = Player::sit(&server, &t, "bob", 1, 100).await;
+    let (t, mut alice, bob) = play::heads_up(&server, 100).await;
     let bob_task = spawn_forever(bob, &t, Policy::CheckCall, SECS(20));
     // Alice drops mid-hand; the action clock keeps running for her seat.
     alice
@@ -353,14 +339,7 @@ async fn a_player_gone_past_the_reconnect_window_is_stood_up_and_paid_out() {
             .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
     )
     .await;
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    server.grant("alice", 1000).await;
-    server.grant("bob", 1000).await;
-    let mut alice = Player::sit(&server, &t, "alice", 0, 100).await;
-    let bob = Player::sit(&server, &t, "bob", 1, 100).await;
+    let (t, mut alice, bob) = play::heads_up(&server, 100).await;
     let bob_task = spawn_forever(bob, &t, Policy::CheckCall, SECS(20));
     alice.client.close().await;
     let dropped = Instant::now();
@@ -527,14 +506,7 @@ async fn metrics_expose_the_runtime_in_prometheus_text() {
         ServerConfig::new(&db, &env).with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
     )
     .await;
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    server.grant("alice", 1000).await;
-    server.grant("bob", 1000).await;
-    let alice = Player::sit(&server, &t, "alice", 0, 100).await;
-    let bob = Player::sit(&server, &t, "bob", 1, 100).await;
+    let (t, alice, bob) = play::heads_up(&server, 100).await;
     play::play_hands(
         vec![(alice, Policy::CheckCall), (bob, Policy::CheckCall)],
         &t,
@@ -574,14 +546,7 @@ async fn a_client_too_slow_to_read_is_dropped_instead_of_buffered_without_bound(
             .with_env("PITBOSS__WS__IDLE_TIMEOUT_MS", "600000"),
     )
     .await;
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    server.grant("alice", 1000).await;
-    server.grant("bob", 1000).await;
-    let alice = Player::sit(&server, &t, "alice", 0, 200).await;
-    let bob = Player::sit(&server, &t, "bob", 1, 200).await;
+    let (t, alice, bob) = play::heads_up(&server, 200).await;
     let tasks = [
         spawn_forever(alice, &t, Policy::CheckCall, SECS(60)),
         spawn_forever(bob, &t, Policy::CheckCall, SECS(60)),

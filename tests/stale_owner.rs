@@ -9,7 +9,7 @@ mod play;
 use std::time::{Duration, Instant};
 
 use common::{test_db, unique_env, Server, ServerConfig};
-use play::{metric, Player};
+use play::metric;
 use serde_json::json;
 
 #[tokio::test]
@@ -23,14 +23,7 @@ async fn a_paused_owner_wakes_up_stale_its_write_is_refused_and_the_new_owner_is
         .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000")
         .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50");
     let a = Server::start(cfg.clone().with_instance("inst-a")).await;
-    let t = a.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    a.grant("alice", 1000).await;
-    a.grant("bob", 1000).await;
-    let mut alice = Player::sit(&a, &t, "alice", 0, 100).await;
-    let _bob = Player::sit(&a, &t, "bob", 1, 100).await;
+    let (t, mut alice, _bob) = play::heads_up(&a, 100).await;
     alice
         .client
         .recv_event("turn", Duration::from_secs(10))

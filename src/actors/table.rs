@@ -661,6 +661,16 @@ impl Table {
         }
     }
 
+    /// The seat of a player acting at a table that still plays.
+    fn live_seat_of(&self, player: &PlayerId) -> Result<SeatNo, ClientError> {
+        if matches!(self.phase, Phase::Frozen | Phase::Stopping) {
+            return Err(ClientError::new("table_frozen", "the table is frozen"));
+        }
+        self.game
+            .seat_of(player)
+            .ok_or_else(|| ClientError::new("not_seated", "you have no seat at this table"))
+    }
+
     fn refuse_unless_open(&self) -> Result<(), ClientError> {
         match self.phase {
             Phase::Open => Ok(()),
@@ -855,13 +865,7 @@ impl Handler<Act> for Table {
 
     fn handle(&mut self, msg: Act, ctx: &mut Self::Context) -> Self::Result {
         let _g = self.span.clone().entered();
-        if matches!(self.phase, Phase::Frozen | Phase::Stopping) {
-            return Err(ClientError::new("table_frozen", "the table is frozen"));
-        }
-        let seat = self
-            .game
-            .seat_of(&msg.player)
-            .ok_or_else(|| ClientError::new("not_seated", "you have no seat at this table"))?;
+        let seat = self.live_seat_of(&msg.player)?;
         let events = self.apply(
             Command::Act {
                 hand: msg.hand,
@@ -888,13 +892,7 @@ impl Handler<Leave> for Table {
 
     fn handle(&mut self, msg: Leave, ctx: &mut Self::Context) -> Self::Result {
         let _g = self.span.clone().entered();
-        if matches!(self.phase, Phase::Frozen | Phase::Stopping) {
-            return Err(ClientError::new("table_frozen", "the table is frozen"));
-        }
-        let seat = self
-            .game
-            .seat_of(&msg.player)
-            .ok_or_else(|| ClientError::new("not_seated", "you have no seat at this table"))?;
+        let seat = self.live_seat_of(&msg.player)?;
         // Between hands the seat is vacated at once (and `advance` cashes it
         // out); during a hand the rules fold the player and vacate the seat
         // at the hand's end, when the boundary write cashes it out.

@@ -227,3 +227,17 @@ pub fn stacks_of(ev: &Value) -> HashMap<u64, u64> {
         })
         .collect()
 }
+
+/// A fresh table on `server` with alice in seat 0 and bob in seat 1, each
+/// granted 1000 chips and bought in for `buy_in`.
+pub async fn heads_up(server: &Server, buy_in: u64) -> (String, Player, Player) {
+    let t = server.create_table(crate::common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    server.grant("alice", 1000).await;
+    server.grant("bob", 1000).await;
+    let alice = Player::sit(server, &t, "alice", 0, buy_in).await;
+    let bob = Player::sit(server, &t, "bob", 1, buy_in).await;
+    (t, alice, bob)
+}
