@@ -302,6 +302,18 @@ async fn a_table_released_by_idle_eviction_does_not_freeze_and_is_hosted_again_o
         .as_str()
         .expect("id")
         .to_string();
+    // A watcher (nobody seated) is told when the table is released.
+    let mut watcher = common::WsClient::connect(&server, &common::mint_token("watcher"))
+        .await
+        .expect("connect");
+    watcher
+        .send(serde_json::json!({"type": "join", "table": t}))
+        .await;
+    let released = watcher
+        .recv_type("released", Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|| panic!("a released frame: {:?}", watcher.seen));
+    assert_eq!(released["reason"], "idle", "{released}");
     let view = wait_state(&server, &t, "released", Duration::from_secs(5))
         .await
         .expect("evicted");

@@ -612,7 +612,13 @@ impl Table {
             if let Err(e) = res {
                 warn!(error = %e, "could not record the idle release");
             }
+            // Watchers learn why their subscription ends; a join brings
+            // the table back.
+            let frame: Arc<str> = json!({"type": "released", "table": act.id, "reason": "idle"})
+                .to_string()
+                .into();
             for sub in act.subscribers.values() {
+                sub.tx.do_send(Outbound::Frame(frame.clone()));
                 sub.tx.do_send(Outbound::Unsubscribed(act.id.clone()));
             }
             act.subscribers.clear();
