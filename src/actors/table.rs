@@ -24,7 +24,9 @@ pub type SessionId = u64;
 enum Phase {
     Open,
     Draining,
-    Frozen,
+    /// Frozen, with the reason the manager and the watchers are told.
+    Frozen(&'static str),
+    /// Released (drained or idle): persisting its state, about to stop.
     Stopping,
 }
 
@@ -72,8 +74,6 @@ pub struct Table {
     /// Seated players with no connection, and since when: their seats are
     /// held for the reconnect window, then they are stood up.
     absent: HashMap<PlayerId, Instant>,
-    /// Why the table froze, for the manager once it has stopped.
-    frozen_reason: Option<&'static str>,
     /// Unix millis at which the current action clock runs out.
     action_deadline_ms: Option<i64>,
     span: tracing::Span,
@@ -89,6 +89,30 @@ fn seq_epoch(fence: Fence) -> u64 {
     fence.0.min((1 << 31) - 1) << 32
 }
 
+/// The span every log line of a table runs in. A root span: a new one per
+/// hand replaces the old rather than nesting under it.
+fn table_span(id: &TableId, fence: Fence, hand_no: u64) -> tracing::Span {
+    tracing::info_span!(parent: None, "table", table_id = %id, fence = fence.0, hand_no)
+}
+
+/// Counts and logs a write refused because a newer owner holds the table.
+fn note_stale_write(fence: Fence, current: Fence, what: &str) {
+    metrics::counter!("pitboss_stale_boundary_writes_total").increment(1);
+    warn!(
+        event = "stale_owner_boundary_write",
+        fence = fence.0,
+        current = current.0,
+        "StaleOwnerBoundaryWrite: {what} refused, a newer owner holds this table"
+    );
+}
+
+/// What a table's watchers are told when it stops.
+enum Farewell {
+    Frozen(&'static str),
+    Drained,
+    Idle,
+}
+
 impl Table {
     pub fn new(
         id: TableId,
@@ -98,7 +122,7 @@ impl Table {
         manager: Addr<TableManager>,
         game: Game,
     ) -> Table {
-        let span = tracing::info_span!(parent: None, "table", table_id = %id, fence = fence.0, hand_no = game.hand_no());
+        let span = table_span(&id, fence, game.hand_no());
         let empty_since = game.seats().is_empty().then(Instant::now);
         // A revived table's players reconnect after the redeploy; until then
         // their seats are held like any dropped connection's.
@@ -120,7 +144,6 @@ impl Table {
             drain_timer: None,
             empty_since,
             absent,
-            frozen_reason: None,
             action_deadline_ms: None,
             span,
         }
@@ -129,14 +152,15 @@ impl Table {
     /// Log lines carry the current hand number; a fresh span per hand keeps
     /// exactly one `hand_no` field on each line.
     fn refresh_span(&mut self) {
-        self.span = tracing::info_span!(parent: None, "table", table_id = %self.id, fence = self.fence.0, hand_no = self.game.hand_no());
+        self.span = table_span(&self.id, self.fence, self.game.hand_no());
     }
 
     fn state_name(&self) -> &'static str {
         match self.phase {
             Phase::Open => "open",
             Phase::Draining => "draining",
-            Phase::Frozen | Phase::Stopping => "frozen",
+            Phase::Frozen(_) => "frozen",
+            Phase::Stopping => "released",
         }
     }
 
@@ -246,13 +270,13 @@ impl Table {
     /// void). Its refusal means the table and the rules disagree, which is
     /// an internal error.
     fn apply_internal(&mut self, cmd: Command, ctx: &mut Context<Self>) -> Option<Vec<Event>> {
-        if self.phase == Phase::Frozen || self.phase == Phase::Stopping {
+        if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
             return None;
         }
         match self.apply(cmd, ctx) {
             Ok(events) => Some(events),
             Err(e) => {
-                if self.phase != Phase::Frozen {
+                if !matches!(self.phase, Phase::Frozen(_)) {
                     error!(error = %e, "the rules refused a runtime command; freezing the table");
                     self.freeze("internal_error", ctx);
                 }
@@ -277,11 +301,6 @@ impl Table {
             EventKind::Turn { hand, seat, .. } => Some((hand, seat)),
             _ => None,
         });
-        for e in &events {
-            if let EventKind::Left { player, .. } = &e.kind {
-                self.absent.remove(player);
-            }
-        }
         let left: Vec<CashOut> = events
             .iter()
             .filter_map(|e| match &e.kind {
@@ -297,6 +316,9 @@ impl Table {
                 _ => None,
             })
             .collect();
+        for out in &left {
+            self.absent.remove(&out.player);
+        }
         self.broadcast(events);
         if let Some((hand, seat)) = turn {
             self.arm_action_timer(hand, seat, ctx);
@@ -365,13 +387,7 @@ impl Table {
     fn on_write_error(&mut self, e: StoreError, ctx: &mut Context<Self>) {
         match e {
             StoreError::StaleOwnerBoundaryWrite { fence, current, .. } => {
-                metrics::counter!("pitboss_stale_boundary_writes_total").increment(1);
-                warn!(
-                    event = "stale_owner_boundary_write",
-                    fence = fence.0,
-                    current = current.0,
-                    "StaleOwnerBoundaryWrite: a newer owner holds this table; the write was refused"
-                );
+                note_stale_write(fence, current, "boundary write");
                 self.freeze("lease_lost", ctx);
             }
             other => {
@@ -435,13 +451,12 @@ impl Table {
     /// the timers, tell every session why, drop them, stop. The state write
     /// is fenced like any other, so a stale owner freezes only its own copy.
     pub fn freeze(&mut self, reason: &'static str, ctx: &mut Context<Self>) {
-        if matches!(self.phase, Phase::Frozen | Phase::Stopping) {
+        if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
             return;
         }
         let _g = self.span.clone().entered();
         warn!(event = "table_frozen", reason, "table frozen");
-        self.phase = Phase::Frozen;
-        self.frozen_reason = Some(reason);
+        self.phase = Phase::Frozen(reason);
         for t in [
             &mut self.action_timer,
             &mut self.next_hand_timer,
@@ -449,36 +464,66 @@ impl Table {
         ] {
             Self::cancel(ctx, t);
         }
-        let frame: Arc<str> = json!({"type": "frozen", "table": self.id, "reason": reason})
-            .to_string()
-            .into();
-        for sub in self.subscribers.values() {
-            sub.tx.do_send(Outbound::Frame(frame.clone()));
-            sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
-        }
-        self.subscribers.clear();
+        self.record_and_stop("frozen", reason, Farewell::Frozen(reason), ctx);
+    }
+
+    /// The last step of every way a table stops: a fenced state write (a
+    /// stale owner's is refused and only its own copy stops), then the
+    /// watchers are told and dropped, then the actor stops and the manager
+    /// releases the lease.
+    fn record_and_stop(
+        &mut self,
+        to: &'static str,
+        reason: &'static str,
+        farewell: Farewell,
+        ctx: &mut Context<Self>,
+    ) {
         let rt = self.rt.clone();
         let (id, fence) = (self.id.clone(), self.fence);
         let fut = async move {
             rt.store
-                .transition(&id, fence, rt.instance_id(), "frozen", Some(reason))
+                .transition(&id, fence, rt.instance_id(), to, Some(reason))
                 .await
         };
-        ctx.wait(fut.into_actor(self).map(|res, act, ctx| {
+        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
             let _g = act.span.clone().entered();
             match res {
-                Ok(()) => {}
+                Ok(()) => match farewell {
+                    Farewell::Drained => {
+                        info!(event = "table_drained", "table persisted and released")
+                    }
+                    _ => info!(state = to, reason, "table state recorded"),
+                },
                 Err(StoreError::StaleOwnerBoundaryWrite { fence, current, .. }) => {
-                    metrics::counter!("pitboss_stale_boundary_writes_total").increment(1);
-                    warn!(
-                        event = "stale_owner_boundary_write",
-                        fence = fence.0,
-                        current = current.0,
-                        "StaleOwnerBoundaryWrite: freeze not recorded, a newer owner holds the table; only this copy is frozen"
-                    );
+                    note_stale_write(fence, current, to)
                 }
-                Err(e) => error!(error = %e, "could not record the freeze"),
+                Err(e) => error!(error = %e, state = to, "could not record the table's state"),
             }
+            let notice: Option<Arc<str>> = match farewell {
+                Farewell::Frozen(reason) => Some(
+                    json!({"type": "frozen", "table": act.id, "reason": reason})
+                        .to_string()
+                        .into(),
+                ),
+                // Watchers learn why their subscription ends; a join brings
+                // the table back.
+                Farewell::Idle => Some(
+                    json!({"type": "released", "table": act.id, "reason": "idle"})
+                        .to_string()
+                        .into(),
+                ),
+                Farewell::Drained => None,
+            };
+            for sub in act.subscribers.values() {
+                match &notice {
+                    Some(frame) => {
+                        sub.tx.do_send(Outbound::Frame(frame.clone()));
+                        sub.tx.do_send(Outbound::Unsubscribed(act.id.clone()));
+                    }
+                    None => sub.tx.do_send(Outbound::Released(act.id.clone())),
+                }
+            }
+            act.subscribers.clear();
             ctx.stop();
         }));
     }
@@ -556,32 +601,7 @@ impl Table {
             return;
         }
         self.phase = Phase::Stopping;
-        let rt = self.rt.clone();
-        let (id, fence) = (self.id.clone(), self.fence);
-        let fut = async move {
-            rt.store
-                .transition(&id, fence, rt.instance_id(), "released", Some("shutdown"))
-                .await
-        };
-        ctx.wait(fut.into_actor(self).map(|res, act, ctx| {
-            let _g = act.span.clone().entered();
-            match res {
-                Ok(()) => info!(event = "table_drained", "table persisted and released"),
-                Err(StoreError::StaleOwnerBoundaryWrite { .. }) => {
-                    metrics::counter!("pitboss_stale_boundary_writes_total").increment(1);
-                    warn!(
-                        event = "stale_owner_boundary_write",
-                        "StaleOwnerBoundaryWrite while draining"
-                    );
-                }
-                Err(e) => error!(error = %e, "could not record the release"),
-            }
-            for sub in act.subscribers.values() {
-                sub.tx.do_send(Outbound::Released(act.id.clone()));
-            }
-            act.subscribers.clear();
-            ctx.stop();
-        }));
+        self.record_and_stop("released", "shutdown", Farewell::Drained, ctx);
     }
 
     fn check_idle(&mut self, ctx: &mut Context<Self>) {
@@ -601,29 +621,7 @@ impl Table {
             "nobody seated; releasing the table"
         );
         self.phase = Phase::Stopping;
-        let rt = self.rt.clone();
-        let (id, fence) = (self.id.clone(), self.fence);
-        let fut = async move {
-            rt.store
-                .transition(&id, fence, rt.instance_id(), "released", Some("idle"))
-                .await
-        };
-        ctx.wait(fut.into_actor(self).map(|res, act, ctx| {
-            if let Err(e) = res {
-                warn!(error = %e, "could not record the idle release");
-            }
-            // Watchers learn why their subscription ends; a join brings
-            // the table back.
-            let frame: Arc<str> = json!({"type": "released", "table": act.id, "reason": "idle"})
-                .to_string()
-                .into();
-            for sub in act.subscribers.values() {
-                sub.tx.do_send(Outbound::Frame(frame.clone()));
-                sub.tx.do_send(Outbound::Unsubscribed(act.id.clone()));
-            }
-            act.subscribers.clear();
-            ctx.stop();
-        }));
+        self.record_and_stop("released", "idle", Farewell::Idle, ctx);
     }
 
     /// Stands up players whose connection has been gone longer than the
@@ -667,10 +665,25 @@ impl Table {
         }
     }
 
+    /// Why a table that no longer plays refuses a client, if it does.
+    fn stopped_error(&self) -> Option<ClientError> {
+        match self.phase {
+            Phase::Open | Phase::Draining => None,
+            Phase::Frozen(_) => Some(ClientError::new("table_frozen", "the table is frozen")),
+            Phase::Stopping if self.rt.is_draining() => {
+                Some(ClientError::new("draining", "the server is shutting down"))
+            }
+            Phase::Stopping => Some(ClientError::new(
+                "unavailable",
+                "the table is being released; join it again in a moment",
+            )),
+        }
+    }
+
     /// The seat of a player acting at a table that still plays.
     fn live_seat_of(&self, player: &PlayerId) -> Result<SeatNo, ClientError> {
-        if matches!(self.phase, Phase::Frozen | Phase::Stopping) {
-            return Err(ClientError::new("table_frozen", "the table is frozen"));
+        if let Some(e) = self.stopped_error() {
+            return Err(e);
         }
         self.game
             .seat_of(player)
@@ -680,10 +693,10 @@ impl Table {
     fn refuse_unless_open(&self) -> Result<(), ClientError> {
         match self.phase {
             Phase::Open => Ok(()),
-            Phase::Draining | Phase::Stopping if self.rt.is_draining() => {
-                Err(ClientError::new("draining", "the server is shutting down"))
-            }
-            _ => Err(ClientError::new("table_frozen", "the table is frozen")),
+            Phase::Draining => Err(ClientError::new("draining", "the server is shutting down")),
+            _ => Err(self
+                .stopped_error()
+                .unwrap_or_else(|| ClientError::new("table_frozen", "the table is frozen"))),
         }
     }
 }
@@ -713,7 +726,10 @@ impl Actor for Table {
         self.manager.do_send(TableStopped {
             table: self.id.clone(),
             fence: self.fence,
-            frozen: self.frozen_reason,
+            frozen: match self.phase {
+                Phase::Frozen(reason) => Some(reason),
+                _ => None,
+            },
         });
     }
 }
@@ -734,8 +750,8 @@ impl Handler<Join> for Table {
     type Result = Result<(), ClientError>;
 
     fn handle(&mut self, msg: Join, _ctx: &mut Self::Context) -> Self::Result {
-        if matches!(self.phase, Phase::Frozen | Phase::Stopping) {
-            return Err(ClientError::new("table_frozen", "the table is frozen"));
+        if let Some(e) = self.stopped_error() {
+            return Err(e);
         }
         let sub = Subscriber {
             player: msg.player,
