@@ -181,17 +181,25 @@ impl Table {
             }
         }
         for id in too_slow {
-            if let Some(sub) = self.subscribers.remove(&id) {
+            if let Some(sub) = self.drop_subscriber(id) {
                 metrics::counter!("pitboss_ws_slow_clients_dropped_total").increment(1);
                 warn!(player = %sub.player.0, "client too slow to read; no longer sending to it");
                 sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
-                if self.game.seat_of(&sub.player).is_some()
-                    && !self.subscribers.values().any(|s| s.player == sub.player)
-                {
-                    self.absent.entry(sub.player).or_insert_with(Instant::now);
-                }
             }
         }
+    }
+
+    /// Forgets a session; a seated player left with no connection starts
+    /// the reconnect window.
+    fn drop_subscriber(&mut self, session: SessionId) -> Option<Subscriber> {
+        let gone = self.subscribers.remove(&session)?;
+        let still_here = self.subscribers.values().any(|s| s.player == gone.player);
+        if !still_here && self.game.seat_of(&gone.player).is_some() {
+            self.absent
+                .entry(gone.player.clone())
+                .or_insert_with(Instant::now);
+        }
+        Some(gone)
     }
 
     /// Numbers, records and sends the game's events, each to whom may see it.
@@ -792,13 +800,7 @@ impl Handler<Unsubscribe> for Table {
     type Result = ();
 
     fn handle(&mut self, msg: Unsubscribe, _ctx: &mut Self::Context) {
-        let Some(gone) = self.subscribers.remove(&msg.session) else {
-            return;
-        };
-        let still_here = self.subscribers.values().any(|s| s.player == gone.player);
-        if !still_here && self.game.seat_of(&gone.player).is_some() {
-            self.absent.entry(gone.player).or_insert_with(Instant::now);
-        }
+        self.drop_subscriber(msg.session);
     }
 }
 

@@ -107,8 +107,19 @@ impl TableManager {
 
     /// Starts acquiring `table` unless that is already under way; the waiter
     /// (if any) learns the outcome.
-    fn host(&mut self, table: TableId, waiter: Option<Waiter>, ctx: &mut Context<Self>) {
-        self.host_as(table, Mode::Host, waiter, ctx)
+    /// Hosts (or recovers) `table` and answers with the outcome.
+    fn host_answer(
+        &mut self,
+        table: TableId,
+        mode: Mode,
+        ctx: &mut Context<Self>,
+    ) -> ResponseFuture<Result<Addr<Table>, HostError>> {
+        let (tx, rx) = oneshot::channel();
+        self.host_as(table, mode, Some(tx), ctx);
+        Box::pin(async move {
+            rx.await
+                .unwrap_or(Err(HostError::Unavailable("manager stopped".into())))
+        })
     }
 
     fn host_as(
@@ -243,7 +254,7 @@ impl TableManager {
                             continue;
                         }
                         if is_free {
-                            act.host(id, None, ctx);
+                            act.host_as(id, Mode::Host, None, ctx);
                         } else {
                             metrics::counter!("pitboss_lease_acquires_total", "result" => "owned_elsewhere").increment(1);
                             debug!(table_id = %id, "table is leased elsewhere; will retry");
@@ -429,12 +440,7 @@ impl Handler<LoadOrCreate> for TableManager {
     type Result = ResponseFuture<Result<Addr<Table>, HostError>>;
 
     fn handle(&mut self, msg: LoadOrCreate, ctx: &mut Self::Context) -> Self::Result {
-        let (tx, rx) = oneshot::channel();
-        self.host(msg.table, Some(tx), ctx);
-        Box::pin(async move {
-            rx.await
-                .unwrap_or(Err(HostError::Unavailable("manager stopped".into())))
-        })
+        self.host_answer(msg.table, Mode::Host, ctx)
     }
 }
 
@@ -450,12 +456,7 @@ impl Handler<Recover> for TableManager {
     type Result = ResponseFuture<Result<Addr<Table>, HostError>>;
 
     fn handle(&mut self, msg: Recover, ctx: &mut Self::Context) -> Self::Result {
-        let (tx, rx) = oneshot::channel();
-        self.host_as(msg.table, Mode::Recover, Some(tx), ctx);
-        Box::pin(async move {
-            rx.await
-                .unwrap_or(Err(HostError::Unavailable("manager stopped".into())))
-        })
+        self.host_answer(msg.table, Mode::Recover, ctx)
     }
 }
 

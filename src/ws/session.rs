@@ -84,22 +84,26 @@ impl WsSession {
     }
 
     fn reject(
-        &self,
+        &mut self,
         ctx: &mut ws::WebsocketContext<Self>,
         table: Option<&TableId>,
         e: &ClientError,
     ) {
         metrics::counter!("pitboss_ws_frames_rejected_total", "code" => e.code).increment(1);
-        metrics::counter!("pitboss_ws_frames_out_total").increment(1);
-        ctx.text(e.to_frame(table));
+        self.send_text(&e.to_frame(table), ctx);
+    }
+
+    /// Closes the connection with a code and a machine-readable reason.
+    fn close_with(ctx: &mut ws::WebsocketContext<Self>, code: ws::CloseCode, reason: &str) {
+        ctx.close(Some(ws::CloseReason {
+            code,
+            description: Some(reason.into()),
+        }));
+        ctx.stop();
     }
 
     fn close_for_shutdown(ctx: &mut ws::WebsocketContext<Self>) {
-        ctx.close(Some(ws::CloseReason {
-            code: ws::CloseCode::Restart,
-            description: Some("server_shutdown".into()),
-        }));
-        ctx.stop();
+        Self::close_with(ctx, ws::CloseCode::Restart, "server_shutdown");
     }
 
     fn on_frame(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
@@ -108,11 +112,7 @@ impl WsSession {
             if self.rate.strikes > self.rt.settings.ws.rate_strikes {
                 metrics::counter!("pitboss_ws_frames_rejected_total", "code" => "rate_limited")
                     .increment(1);
-                ctx.close(Some(ws::CloseReason {
-                    code: ws::CloseCode::Policy,
-                    description: Some("rate_limited".into()),
-                }));
-                ctx.stop();
+                Self::close_with(ctx, ws::CloseCode::Policy, "rate_limited");
                 return;
             }
             return self.reject(
@@ -265,11 +265,7 @@ impl Handler<Outbound> for WsSession {
                 if self.backlog.is_too_slow() {
                     // A table stopped sending to this client while it lagged;
                     // whatever it sees now would have gaps, so end it.
-                    ctx.close(Some(ws::CloseReason {
-                        code: ws::CloseCode::Policy,
-                        description: Some("too_slow".into()),
-                    }));
-                    ctx.stop();
+                    Self::close_with(ctx, ws::CloseCode::Policy, "too_slow");
                     return;
                 }
                 self.send_text(&text, ctx);
@@ -307,11 +303,7 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
             }
             Ok(ws::Message::Continuation(_)) | Ok(ws::Message::Nop) => {}
             Err(ws::ProtocolError::Overflow) => {
-                ctx.close(Some(ws::CloseReason {
-                    code: ws::CloseCode::Size,
-                    description: Some("frame_too_large".into()),
-                }));
-                ctx.stop();
+                Self::close_with(ctx, ws::CloseCode::Size, "frame_too_large");
             }
             Err(e) => {
                 debug!(error = %e, "websocket protocol error");
