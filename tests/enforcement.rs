@@ -22,10 +22,7 @@ async fn a_table_is_never_hosted_while_its_lease_cannot_be_taken() {
             .with_env("PITBOSS__REDIS__OP_TIMEOUT_MS", "300"),
     )
     .await;
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t = play::new_table(&server).await;
     wait_state(&server, &t, "released", Duration::from_secs(5))
         .await
         .expect("idle eviction released the table");

@@ -207,10 +207,7 @@ async fn every_bad_input_gets_its_error_code_and_changes_nothing() {
             .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "200"),
     )
     .await;
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t = play::new_table(&server).await;
     server.grant("alice", 1000).await;
     server.grant("bob", 1000).await;
     server.grant("poor", 30).await;

@@ -13,10 +13,7 @@ use serde_json::Value;
 
 /// Two players at `server` playing check/call hands in the background.
 async fn busy_table(server: &Server) -> (String, Vec<tokio::task::JoinHandle<Player>>) {
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t = play::new_table(server).await;
     server.grant("alice", 1000).await;
     server.grant("bob", 1000).await;
     let alice = Player::sit(server, &t, "alice", 0, 100).await;
@@ -186,10 +183,7 @@ async fn after_redis_loses_its_data_the_next_fence_is_above_every_fence_postgres
         .with_redis(&redis.url())
         .with_ttl_ms(1500);
     let a = Server::start(cfg.clone()).await;
-    let t = a.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t = play::new_table(&a).await;
     drop(a);
     // Two same-id restarts bump the fence to 3.
     let a = Server::start(cfg.clone()).await;
@@ -298,10 +292,7 @@ async fn a_table_released_by_idle_eviction_does_not_freeze_and_is_hosted_again_o
             .with_env("PITBOSS__TABLE__IDLE_EVICT_MS", "200"),
     )
     .await;
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t = play::new_table(&server).await;
     // A watcher (nobody seated) is told when the table is released.
     let mut watcher = common::WsClient::connect(&server, &common::mint_token("watcher"))
         .await

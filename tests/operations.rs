@@ -34,10 +34,7 @@ async fn disposing_a_frozen_table_returns_every_stack_to_its_wallet_with_delta_z
         ServerConfig::new(&db, &env).with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000"),
     )
     .await;
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t = play::new_table(&server).await;
     server.grant("alice", 1000).await;
     server.grant("bob", 1000).await;
     let mut alice = Player::sit(&server, &t, "alice", 0, 150).await;
@@ -207,10 +204,7 @@ async fn automatic_recovery_is_off_by_default_and_recovers_after_the_cooldown_wh
     let db = test_db().await;
     let env = unique_env();
     let loud = Server::start(ServerConfig::new(&db, &env).with_instance("inst-loud")).await;
-    let t1 = loud.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t1 = play::new_table(&loud).await;
     freeze(&loud, &env, &t1).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
@@ -227,10 +221,7 @@ async fn automatic_recovery_is_off_by_default_and_recovers_after_the_cooldown_wh
             .with_env("PITBOSS__TABLE__AUTO_RECOVER_AFTER_MS", "300"),
     )
     .await;
-    let t2 = auto.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t2 = play::new_table(&auto).await;
     let frozen = freeze(&auto, &env2, &t2).await;
     // Another owner holds the lease for a second: the first attempts are
     // refused and retried until it lapses.
@@ -610,10 +601,7 @@ async fn production_logs_are_json_and_table_lines_carry_table_fence_and_hand() {
     let env = unique_env();
     let server =
         Server::start(ServerConfig::new(&db, &env).with_env("PITBOSS_ENV", "production")).await;
-    let t = server.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t = play::new_table(&server).await;
     assert!(server.wait_for_log("table_hosted", SECS(5)).await);
     let lines = server.logs();
     let json_lines: Vec<Value> = lines

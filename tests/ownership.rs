@@ -38,10 +38,7 @@ async fn a_second_instance_refuses_and_keeps_retrying_a_table_the_first_hosts() 
     let env = unique_env();
     let cfg = ServerConfig::new(&db, &env);
     let a = Server::start(cfg.clone().with_instance("inst-a")).await;
-    let t = a.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t = play::new_table(&a).await;
     let b = Server::start(cfg.with_instance("inst-b")).await;
 
     let err = join_error(&b, &t).await;
@@ -78,10 +75,7 @@ async fn a_restart_with_the_same_instance_id_retakes_its_tables_at_once_and_anot
     let ttl_ms = 3000;
     let cfg = ServerConfig::new(&db, &env).with_ttl_ms(ttl_ms);
     let a = Server::start(cfg.clone().with_instance("inst-a")).await;
-    let t = a.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t = play::new_table(&a).await;
     assert_eq!(a.table(&t).await["fence"], 1);
 
     // SIGKILL: no release, the lease stays live in Redis for a full TTL.

@@ -50,10 +50,7 @@ async fn setup(action_timeout_ms: u64, drain_timeout_ms: u64) -> Setup {
             &drain_timeout_ms.to_string(),
         );
     let a = Server::start(cfg.clone().with_instance("inst-a")).await;
-    let table = a.create_table(common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let table = play::new_table(&a).await;
     let b = Server::start(cfg.with_instance("inst-b")).await;
     a.grant("alice", 1000).await;
     a.grant("bob", 1000).await;

@@ -228,13 +228,18 @@ pub fn stacks_of(ev: &Value) -> HashMap<u64, u64> {
         .collect()
 }
 
+/// A new table with the default config on `server`; its id.
+pub async fn new_table(server: &Server) -> String {
+    server.create_table(crate::common::table_config()).await["id"]
+        .as_str()
+        .expect("id")
+        .to_string()
+}
+
 /// A fresh table on `server` with alice in seat 0 and bob in seat 1, each
 /// granted 1000 chips and bought in for `buy_in`.
 pub async fn heads_up(server: &Server, buy_in: u64) -> (String, Player, Player) {
-    let t = server.create_table(crate::common::table_config()).await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let t = new_table(server).await;
     server.grant("alice", 1000).await;
     server.grant("bob", 1000).await;
     let alice = Player::sit(server, &t, "alice", 0, buy_in).await;
