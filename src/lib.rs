@@ -7,7 +7,8 @@
 //! - [`lease`]: Redis ownership leases and fencing tokens.
 //! - [`store`]: Postgres; every write to a table's rows is fenced.
 //! - [`actors`]: `TableManager`, `Table`, `Heartbeat`.
-//! - [`ws`]: the WebSocket protocol and per-connection session actor.
+//! - [`protocol`]: the WebSocket frames both ways and their coded errors.
+//! - [`ws`]: the WebSocket transport: the endpoint and per-connection session actor.
 //! - [`http`]: health, readiness, metrics and the admin API.
 //! - [`config`], [`telemetry`], [`startup`], [`shutdown`]: the process.
 
@@ -18,6 +19,7 @@ pub mod config;
 pub mod game;
 pub mod http;
 pub mod lease;
+pub mod protocol;
 pub mod runtime;
 pub mod shutdown;
 pub mod startup;

@@ -104,13 +104,18 @@ impl Application {
             manager: manager.clone(),
             last_renew_ok_ms,
         });
-        let server = HttpServer::new(move || App::new().app_data(state.clone()).configure(routes))
-            .disable_signals()
-            // Game frames are small and latency-bound: no Nagle delay.
-            .tcp_nodelay(true)
-            .shutdown_timeout(2)
-            .bind((host.as_str(), port))
-            .with_context(|| format!("could not bind {host}:{port}"))?;
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .configure(routes)
+                .configure(crate::ws::routes)
+        })
+        .disable_signals()
+        // Game frames are small and latency-bound: no Nagle delay.
+        .tcp_nodelay(true)
+        .shutdown_timeout(2)
+        .bind((host.as_str(), port))
+        .with_context(|| format!("could not bind {host}:{port}"))?;
         let addr = server
             .addrs()
             .first()

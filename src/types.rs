@@ -58,6 +58,191 @@ impl fmt::Display for Fence {
     }
 }
 
+/// Declares a closed set of names stored as TEXT in Postgres and sent as
+/// strings on the wire: one place spells each name, and every layer above
+/// matches on the enum.
+macro_rules! text_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = UnknownName;
+
+            fn from_str(s: &str) -> Result<$name, UnknownName> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(UnknownName {
+                        kind: stringify!($name),
+                        name: other.to_string(),
+                    }),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl sqlx::Type<sqlx::Postgres> for $name {
+            fn type_info() -> sqlx::postgres::PgTypeInfo {
+                <&str as sqlx::Type<sqlx::Postgres>>::type_info()
+            }
+
+            fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+                <&str as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+            }
+        }
+
+        impl<'q> sqlx::Encode<'q, sqlx::Postgres> for $name {
+            fn encode_by_ref(
+                &self,
+                buf: &mut sqlx::postgres::PgArgumentBuffer,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                <&str as sqlx::Encode<sqlx::Postgres>>::encode_by_ref(&self.as_str(), buf)
+            }
+        }
+
+        impl<'r> sqlx::Decode<'r, sqlx::Postgres> for $name {
+            fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<$name, sqlx::error::BoxDynError> {
+                let s = <&str as sqlx::Decode<sqlx::Postgres>>::decode(value)?;
+                Ok(s.parse()?)
+            }
+        }
+    };
+}
+
+/// A stored name that no variant spells: data written by a newer version,
+/// or by hand.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} {name:?}")]
+pub struct UnknownName {
+    pub kind: &'static str,
+    pub name: String,
+}
+
+text_enum! {
+    /// Where a table is in its life (`tables.state`). See DESIGN's "Table
+    /// states": `open → draining → released` on shutdown, `→ frozen` on a
+    /// lost lease or an internal error, and a frozen table's disposal
+    /// `→ escape → custody → closed`.
+    TableState {
+        Open => "open",
+        Draining => "draining",
+        Released => "released",
+        Frozen => "frozen",
+        Escape => "escape",
+        Custody => "custody",
+        Closed => "closed",
+    }
+}
+
+impl TableState {
+    /// A state a table can be hosted from without an operator.
+    pub fn is_hostable(self) -> bool {
+        matches!(
+            self,
+            TableState::Open | TableState::Draining | TableState::Released
+        )
+    }
+}
+
+text_enum! {
+    /// Why a table froze: what its watchers are told and what
+    /// `tables.state_reason` records.
+    FreezeReason {
+        /// Its lease is gone, held by someone else, or past its deadline.
+        LeaseLost => "lease_lost",
+        /// The rules panicked or refused a command the runtime issued.
+        InternalError => "internal_error",
+        /// A boundary write failed for a reason other than a stale fence.
+        StoreError => "store_error",
+        /// An operator froze it.
+        Operator => "operator",
+    }
+}
+
+text_enum! {
+    /// Why a table changed state (`tables.state_reason`, `table_events.reason`).
+    StateReason {
+        /// Created, not hosted yet.
+        Created => "created",
+        /// First hosted by its creator (or first join).
+        Hosted => "hosted",
+        /// Hosted again after a shutdown or idle release.
+        Revived => "revived",
+        /// Hosted again by an operator's recover.
+        Recovered => "recovered",
+        /// A new fence stamped without a change of state.
+        Acquired => "acquired",
+        /// Released by a drain.
+        Shutdown => "shutdown",
+        /// Released because nobody sat at it.
+        Idle => "idle",
+        LeaseLost => "lease_lost",
+        InternalError => "internal_error",
+        StoreError => "store_error",
+        Operator => "operator",
+        /// Disposal, first step: the hand in progress is void.
+        HandVoided => "in-flight hand voided",
+        /// Disposal, second step: every stack went back to its wallet.
+        StacksReturned => "stacks returned to wallets",
+        /// Disposal, last step.
+        Disposed => "disposed",
+    }
+}
+
+text_enum! {
+    /// What moved chips (`ledger.kind`).
+    LedgerKind {
+        Grant => "grant",
+        BuyIn => "buy_in",
+        CashOut => "cash_out",
+        Hand => "hand",
+        /// A disposed table's stacks going back to their wallets.
+        Custody => "custody",
+    }
+}
+
+impl From<FreezeReason> for StateReason {
+    fn from(r: FreezeReason) -> StateReason {
+        match r {
+            FreezeReason::LeaseLost => StateReason::LeaseLost,
+            FreezeReason::InternalError => StateReason::InternalError,
+            FreezeReason::StoreError => StateReason::StoreError,
+            FreezeReason::Operator => StateReason::Operator,
+        }
+    }
+}
+
 /// Player names are what tokens carry; kept short and printable.
 pub fn valid_player_name(s: &str) -> bool {
     !s.is_empty()
@@ -76,6 +261,24 @@ mod tests {
         assert!(TableId::parse("a:b").is_none());
         assert!(TableId::parse("").is_none());
         assert!(TableId::parse(&"x".repeat(65)).is_none());
+    }
+
+    #[test]
+    fn state_names_round_trip_through_text_and_json() {
+        for s in TableState::ALL {
+            assert_eq!(s.as_str().parse::<TableState>(), Ok(*s));
+            let json = serde_json::to_string(s).expect("serialize");
+            assert_eq!(json, format!("{:?}", s.as_str()));
+            assert_eq!(serde_json::from_str::<TableState>(&json).ok(), Some(*s));
+        }
+        for r in StateReason::ALL {
+            assert_eq!(r.as_str().parse::<StateReason>(), Ok(*r));
+        }
+        for r in FreezeReason::ALL {
+            assert_eq!(StateReason::from(*r).as_str(), r.as_str());
+        }
+        assert!("opne".parse::<TableState>().is_err());
+        assert!(serde_json::from_str::<FreezeReason>("\"melted\"").is_err());
     }
 
     #[test]

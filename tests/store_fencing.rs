@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use pitboss::game::{Chips, HandSummary, PlayerId, PotAward, SeatNo, SeatResult, TableConfig};
 use pitboss::store::{CashOut, SeatRow, Store, StoreError};
-use pitboss::types::{Fence, TableId};
+use pitboss::types::{Fence, FreezeReason, StateReason, TableId, TableState};
 
 // ---------------------------------------------------------------------------
 // Fixtures
@@ -125,9 +125,9 @@ type LedgerRow = (
 
 /// from, to, reason, owner, fence
 type EventRow = (
-    Option<String>,
-    String,
-    Option<String>,
+    Option<TableState>,
+    TableState,
+    Option<StateReason>,
     Option<String>,
     Option<i64>,
 );
@@ -575,7 +575,13 @@ async fn buy_in_at_a_table_that_is_not_open_is_refused_with_wrong_state() {
     let t = stamped_table(&store).await;
     store.grant("alice", Chips(1000)).await.unwrap();
     store
-        .transition(&t, Fence(1), "inst-a", "frozen", Some("lease_lost"))
+        .transition(
+            &t,
+            Fence(1),
+            "inst-a",
+            TableState::Frozen,
+            FreezeReason::LeaseLost,
+        )
         .await
         .expect("freeze");
     let before = snapshot(&store, &t).await;
@@ -585,7 +591,7 @@ async fn buy_in_at_a_table_that_is_not_open_is_refused_with_wrong_state() {
         .await
         .expect_err("buy-in at a frozen table");
     assert!(
-        matches!(&err, StoreError::WrongState(s) if s == "frozen"),
+        matches!(&err, StoreError::WrongState(TableState::Frozen)),
         "got {err:?}"
     );
     assert_eq!(snapshot(&store, &t).await, before);
@@ -731,12 +737,21 @@ async fn transition_with_a_stale_fence_is_rejected_and_the_state_stays() {
 
     // The stale owner freezes: only its local copy, never the new owner's row.
     let err = store
-        .transition(&t, Fence(1), "inst-a", "frozen", Some("lease_lost"))
+        .transition(
+            &t,
+            Fence(1),
+            "inst-a",
+            TableState::Frozen,
+            FreezeReason::LeaseLost,
+        )
         .await
         .expect_err("stale transition");
     assert!(is_stale(&err, &t, 1, 2), "got {err:?}");
     assert_eq!(snapshot(&store, &t).await, before);
-    assert_eq!(store.table(&t).await.unwrap().unwrap().state, "open");
+    assert_eq!(
+        store.table(&t).await.unwrap().unwrap().state,
+        TableState::Open
+    );
 
     db.drop_db().await;
 }
@@ -749,20 +764,26 @@ async fn transition_with_the_current_fence_lands_and_records_a_table_event() {
     let events_before = store.events(&t).await.unwrap().len();
 
     store
-        .transition(&t, Fence(2), "inst-b", "draining", Some("shutdown"))
+        .transition(
+            &t,
+            Fence(2),
+            "inst-b",
+            TableState::Draining,
+            StateReason::Shutdown,
+        )
         .await
         .expect("transition");
     let row = store.table(&t).await.unwrap().unwrap();
-    assert_eq!(row.state, "draining");
-    assert_eq!(row.state_reason.as_deref(), Some("shutdown"));
+    assert_eq!(row.state, TableState::Draining);
+    assert_eq!(row.state_reason, Some(StateReason::Shutdown));
     assert_eq!(row.fence, Fence(2), "a transition never changes the token");
 
     let events = store.events(&t).await.unwrap();
     assert_eq!(events.len(), events_before + 1);
     let e = events.last().unwrap();
-    assert_eq!(e.from.as_deref(), Some("open"));
-    assert_eq!(e.to, "draining");
-    assert_eq!(e.reason.as_deref(), Some("shutdown"));
+    assert_eq!(e.from, Some(TableState::Open));
+    assert_eq!(e.to, TableState::Draining);
+    assert_eq!(e.reason, Some(StateReason::Shutdown));
     assert_eq!(e.owner.as_deref(), Some("inst-b"));
     assert_eq!(e.fence, Some(2));
 
@@ -803,23 +824,23 @@ async fn stamp_reopens_a_released_or_draining_table() {
     let (mut db, store) = fresh_store().await;
     let t = stamped_table(&store).await;
 
-    for (k, left_as) in [(1u64, "released"), (2, "draining")] {
+    for (k, left_as) in [(1u64, TableState::Released), (2, TableState::Draining)] {
         store
-            .transition(&t, Fence(k), "inst-a", left_as, Some("shutdown"))
+            .transition(&t, Fence(k), "inst-a", left_as, StateReason::Shutdown)
             .await
             .expect("leave the table");
         let row = store
             .stamp(&t, Fence(k + 1), "inst-b", false)
             .await
             .expect("revive");
-        assert_eq!(row.state, "open", "a {left_as} table must reopen");
+        assert_eq!(row.state, TableState::Open, "a {left_as} table must reopen");
         assert_eq!(row.state_reason, None);
         assert_eq!(row.fence, Fence(k + 1));
         assert_eq!(row.owner_instance.as_deref(), Some("inst-b"));
         let e = store.events(&t).await.unwrap().pop().unwrap();
-        assert_eq!(e.from.as_deref(), Some(left_as));
-        assert_eq!(e.to, "open");
-        assert_eq!(e.reason.as_deref(), Some("revived"));
+        assert_eq!(e.from, Some(left_as));
+        assert_eq!(e.to, TableState::Open);
+        assert_eq!(e.reason, Some(StateReason::Revived));
         assert_eq!(e.owner.as_deref(), Some("inst-b"));
         assert_eq!(e.fence, Some(i64::try_from(k + 1).unwrap()));
     }
@@ -832,28 +853,42 @@ async fn stamp_leaves_a_frozen_table_frozen_unless_recover_is_set() {
     let (mut db, store) = fresh_store().await;
     let t = stamped_table(&store).await;
     store
-        .transition(&t, Fence(1), "inst-a", "frozen", Some("lease_lost"))
+        .transition(
+            &t,
+            Fence(1),
+            "inst-a",
+            TableState::Frozen,
+            FreezeReason::LeaseLost,
+        )
         .await
         .unwrap();
 
     let row = store.stamp(&t, Fence(2), "inst-b", false).await.unwrap();
-    assert_eq!(row.state, "frozen");
-    assert_eq!(row.state_reason.as_deref(), Some("lease_lost"));
+    assert_eq!(row.state, TableState::Frozen);
+    assert_eq!(row.state_reason, Some(StateReason::LeaseLost));
     assert_eq!(row.fence, Fence(2));
     let e = store.events(&t).await.unwrap().pop().unwrap();
     assert_eq!(
-        (e.from.as_deref(), e.to.as_str(), e.reason.as_deref()),
-        (Some("frozen"), "frozen", Some("acquired"))
+        (e.from, e.to, e.reason),
+        (
+            Some(TableState::Frozen),
+            TableState::Frozen,
+            Some(StateReason::Acquired)
+        )
     );
 
     let row = store.stamp(&t, Fence(3), "inst-b", true).await.unwrap();
-    assert_eq!(row.state, "open");
+    assert_eq!(row.state, TableState::Open);
     assert_eq!(row.state_reason, None);
     assert_eq!(row.fence, Fence(3));
     let e = store.events(&t).await.unwrap().pop().unwrap();
     assert_eq!(
-        (e.from.as_deref(), e.to.as_str(), e.reason.as_deref()),
-        (Some("frozen"), "open", Some("recovered"))
+        (e.from, e.to, e.reason),
+        (
+            Some(TableState::Frozen),
+            TableState::Open,
+            Some(StateReason::Recovered)
+        )
     );
     assert_eq!((e.owner.as_deref(), e.fence), (Some("inst-b"), Some(3)));
 

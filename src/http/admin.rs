@@ -12,7 +12,7 @@ use super::{ApiError, AppState};
 use crate::actors::table_manager::{Dispose, HostError, IsHosted, LoadOrCreate, Recover};
 use crate::game::{Chips, TableConfig};
 use crate::store::{StoreError, TableRow};
-use crate::types::{valid_player_name, TableId};
+use crate::types::{valid_player_name, TableId, TableState};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/tables", web::post().to(create_table))
@@ -78,11 +78,7 @@ fn host_error(e: HostError) -> ApiError {
         }
         HostError::Draining | HostError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
-    let mut err = ApiError::new(status, e.code(), &e.to_string());
-    if let HostError::OwnedElsewhere { owner, .. } = e {
-        err.owner = Some(owner);
-    }
-    err
+    ApiError::from_client(status, e.into())
 }
 
 fn table_id(raw: &str) -> Result<TableId, ApiError> {
@@ -258,7 +254,7 @@ async fn dispose_table(
         .collect();
     Ok(HttpResponse::Ok().json(json!({
         "id": id,
-        "state": "closed",
+        "state": TableState::Closed,
         "delta": audit.delta,
         "returned": returned,
     })))

@@ -1,4 +1,5 @@
-//! HTTP: health, readiness, metrics, the admin API, and the WebSocket route.
+//! HTTP: health, readiness, metrics, the pages and the admin API. The
+//! WebSocket endpoint lives in `crate::ws`, which builds on this module.
 
 pub mod admin;
 pub mod pages;
@@ -13,6 +14,7 @@ use serde_json::json;
 
 use crate::actors::table_manager::TableManager;
 use crate::runtime::Runtime;
+use crate::types::TableState;
 
 pub struct AppState {
     pub rt: Arc<Runtime>,
@@ -36,6 +38,15 @@ impl ApiError {
             code,
             message: message.to_string(),
             owner: None,
+        }
+    }
+    /// The HTTP face of what a WebSocket client would be told.
+    pub fn from_client(status: StatusCode, e: crate::protocol::ClientError) -> ApiError {
+        ApiError {
+            status,
+            code: e.code,
+            message: e.message,
+            owner: e.owner,
         }
     }
     pub fn unauthorized(message: &str) -> ApiError {
@@ -89,7 +100,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz))
         .route("/metrics", web::get().to(metrics))
-        .route("/ws", web::get().to(crate::ws::connect))
         .service(
             web::scope("/admin")
                 .route("", web::get().to(pages::admin_page))
@@ -124,14 +134,12 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     // Every state is set, so a state that empties drops to 0 instead of
     // keeping its last value.
     if let Ok(counts) = state.rt.store.count_by_state(state.rt.environment()).await {
-        for name in [
-            "open", "draining", "released", "frozen", "escape", "custody", "closed",
-        ] {
+        for state in TableState::ALL {
             let n = counts
                 .iter()
-                .find(|(s, _)| s == name)
+                .find(|(s, _)| s == state)
                 .map_or(0, |(_, n)| *n);
-            metrics::gauge!("pitboss_tables", "state" => name).set(n as f64);
+            metrics::gauge!("pitboss_tables", "state" => state.as_str()).set(n as f64);
         }
     }
     state.rt.metrics.run_upkeep();

@@ -1,6 +1,5 @@
 //! The WebSocket endpoint: `GET /ws?token=<player token>`.
 
-pub mod protocol;
 pub mod session;
 
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -8,6 +7,10 @@ use serde::Deserialize;
 
 use crate::game::PlayerId;
 use crate::http::{ApiError, AppState};
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/ws", web::get().to(connect));
+}
 
 #[derive(Deserialize)]
 pub struct WsQuery {

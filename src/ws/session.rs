@@ -10,10 +10,12 @@ use actix::prelude::*;
 use actix_web_actors::ws;
 use tracing::debug;
 
-use super::protocol::{self, Backlog, ClientError, ClientFrame, Outbound};
-use crate::actors::table::{Act, Join, Leave, SessionId, Sit, Table, Unsubscribe};
-use crate::actors::table_manager::{HostError, LoadOrCreate, TableManager};
+use crate::actors::table::{
+    Act, Backlog, Join, Leave, Outbound, SessionId, Sit, Table, Unsubscribe,
+};
+use crate::actors::table_manager::{LoadOrCreate, TableManager};
 use crate::game::PlayerId;
+use crate::protocol::{self, ClientError, ClientFrame, ServerFrame};
 use crate::runtime::Runtime;
 use crate::types::TableId;
 
@@ -126,7 +128,7 @@ impl WsSession {
             Err(e) => return self.reject(ctx, None, &e),
         };
         match frame {
-            ClientFrame::Ping => self.send_text(r#"{"type":"pong"}"#, ctx),
+            ClientFrame::Ping => self.send_text(&ServerFrame::Pong.to_string(), ctx),
             ClientFrame::Join { table, since } => self.join(table, since, ctx),
             other => self.forward(other, ctx),
         }
@@ -149,7 +151,7 @@ impl WsSession {
                 .send(LoadOrCreate { table: msg_table })
                 .await
                 .map_err(|_| ClientError::new("unavailable", "the server is stopping"))?;
-            let addr = addr.map_err(|e| host_error(&e))?;
+            let addr = addr.map_err(ClientError::from)?;
             addr.send(join)
                 .await
                 .map_err(|_| ClientError::new("table_frozen", "the table stopped"))??;
@@ -209,14 +211,6 @@ impl WsSession {
             }
         }));
     }
-}
-
-fn host_error(e: &HostError) -> ClientError {
-    let mut ce = ClientError::new(e.code(), e.to_string());
-    if let HostError::OwnedElsewhere { owner, .. } = e {
-        ce.owner = Some(owner.clone());
-    }
-    ce
 }
 
 impl Actor for WsSession {

@@ -1,12 +1,10 @@
-//! WebSocket frames: what clients may send, parsed into typed commands, and
-//! the error shape every rejected frame gets back.
+//! What clients may send, parsed into typed commands: every frame is
+//! checked here, before it reaches a table.
 
-use std::sync::Arc;
+use serde_json::{Map, Value};
 
-use actix::prelude::*;
-use serde_json::{json, Map, Value};
-
-use crate::game::{Action, Chips, RuleError, SeatNo};
+use super::ClientError;
+use crate::game::{Action, Chips, SeatNo};
 use crate::types::TableId;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -41,91 +39,6 @@ impl ClientFrame {
             ClientFrame::Ping => None,
         }
     }
-}
-
-/// A rejected frame or command, as the client sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientError {
-    pub code: &'static str,
-    pub message: String,
-    pub owner: Option<String>,
-}
-
-impl ClientError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> ClientError {
-        ClientError {
-            code,
-            message: message.into(),
-            owner: None,
-        }
-    }
-
-    pub fn to_frame(&self, table: Option<&TableId>) -> String {
-        let mut v = json!({"type": "error", "code": self.code, "message": self.message});
-        if let Some(t) = table {
-            v["table"] = json!(t);
-        }
-        if let Some(o) = &self.owner {
-            v["owner"] = json!(o);
-        }
-        v.to_string()
-    }
-}
-
-impl From<RuleError> for ClientError {
-    fn from(e: RuleError) -> ClientError {
-        ClientError::new(e.code(), e.to_string())
-    }
-}
-
-/// How far one session lags behind what its tables sent it. A session's
-/// actor only runs while its socket drains, so a client that stops reading
-/// stalls it: the tables account for what they queue and stop sending once
-/// the backlog passes the cap, instead of filling the mailbox without bound.
-#[derive(Debug, Default)]
-pub struct Backlog {
-    queued_bytes: std::sync::atomic::AtomicU64,
-    too_slow: std::sync::atomic::AtomicBool,
-}
-
-impl Backlog {
-    /// Counts a frame about to be queued; false (and marked too slow) when
-    /// the session already lags more than `cap` bytes.
-    pub fn admit(&self, len: usize, cap: u64) -> bool {
-        use std::sync::atomic::Ordering;
-        if self.queued_bytes.load(Ordering::Relaxed) > cap {
-            self.too_slow.store(true, Ordering::Relaxed);
-            return false;
-        }
-        self.queued_bytes.fetch_add(len as u64, Ordering::Relaxed);
-        true
-    }
-
-    pub fn delivered(&self, len: usize) {
-        use std::sync::atomic::Ordering;
-        let _ = self
-            .queued_bytes
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
-                Some(q.saturating_sub(len as u64))
-            });
-    }
-
-    pub fn is_too_slow(&self) -> bool {
-        self.too_slow.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-/// What a table or the server pushes to one session.
-#[derive(Message, Clone, Debug)]
-#[rtype(result = "()")]
-pub enum Outbound {
-    /// A ready JSON text frame.
-    Frame(Arc<str>),
-    /// The table dropped this session's subscription (frozen, evicted).
-    Unsubscribed(TableId),
-    /// The table finished draining; the session closes once it has no
-    /// table left.
-    Released(TableId),
 }
 
 fn bad_field(message: impl Into<String>) -> ClientError {

@@ -1,0 +1,248 @@
+//! Fan-out: who watches the table, what each may see, the kept history a
+//! reconnecting client catches up from, snapshots, and the per-session
+//! backlog that keeps a client that stops reading from filling memory.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use tracing::warn;
+
+use super::Table;
+use crate::game::{Audience, Event, EventKind, PlayerId, SeatNo};
+use crate::protocol::{ClientError, ServerFrame, SnapshotState, TurnClock};
+use crate::types::{Fence, TableId};
+
+pub type SessionId = u64;
+
+/// How far one session lags behind what its tables sent it. A session's
+/// actor only runs while its socket drains, so a client that stops reading
+/// stalls it: the tables account for what they queue and stop sending once
+/// the backlog passes the cap, instead of filling the mailbox without bound.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    queued_bytes: AtomicU64,
+    too_slow: AtomicBool,
+}
+
+impl Backlog {
+    /// Counts a frame about to be queued; false (and marked too slow) when
+    /// the session already lags more than `cap` bytes.
+    pub fn admit(&self, len: usize, cap: u64) -> bool {
+        if self.queued_bytes.load(Ordering::Relaxed) > cap {
+            self.too_slow.store(true, Ordering::Relaxed);
+            return false;
+        }
+        self.queued_bytes.fetch_add(len as u64, Ordering::Relaxed);
+        true
+    }
+
+    pub fn delivered(&self, len: usize) {
+        let _ = self
+            .queued_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
+                Some(q.saturating_sub(len as u64))
+            });
+    }
+
+    pub fn is_too_slow(&self) -> bool {
+        self.too_slow.load(Ordering::Relaxed)
+    }
+}
+
+/// What a table pushes to one session.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub enum Outbound {
+    /// A ready JSON text frame.
+    Frame(Arc<str>),
+    /// The table dropped this session's subscription (frozen, evicted).
+    Unsubscribed(TableId),
+    /// The table finished draining; the session closes once it has no
+    /// table left.
+    Released(TableId),
+}
+
+pub(super) struct Subscriber {
+    pub player: PlayerId,
+    pub tx: Recipient<Outbound>,
+    pub backlog: Arc<Backlog>,
+}
+
+impl Subscriber {
+    /// Queues a frame unless the session lags more than `cap` bytes behind.
+    fn send(&self, frame: &Arc<str>, cap: u64) -> bool {
+        if !self.backlog.admit(frame.len(), cap) {
+            return false;
+        }
+        self.tx.do_send(Outbound::Frame(frame.clone()));
+        true
+    }
+}
+
+/// An event as sent, kept so a reconnecting client can catch up.
+pub(super) struct Sent {
+    seq: u64,
+    /// `None`: everyone at the table may see it.
+    only: Option<PlayerId>,
+    frame: Arc<str>,
+}
+
+/// Each hosting of a table numbers its events from its own epoch, derived
+/// from the fence: `seq` keeps increasing across redeploys and recoveries,
+/// so a `since` from an earlier hosting is never mistaken for a recent one
+/// (it falls before the kept history and gets a snapshot).
+pub(super) fn seq_epoch(fence: Fence) -> u64 {
+    // 2^31 hostings of one table are far beyond any real life; the clamp
+    // only keeps the arithmetic from overflowing.
+    fence.0.min((1 << 31) - 1) << 32
+}
+
+impl Table {
+    pub(super) fn player_at(&self, seat: SeatNo) -> Option<PlayerId> {
+        self.game
+            .seats()
+            .into_iter()
+            .find(|s| s.seat == seat)
+            .map(|s| s.player)
+    }
+
+    fn send_to(&mut self, only: Option<&PlayerId>, frame: &Arc<str>) {
+        let cap = self.rt.settings.ws.outbound_queue_bytes;
+        let mut too_slow = Vec::new();
+        for (id, sub) in &self.subscribers {
+            if only.is_none_or(|p| *p == sub.player) && !sub.send(frame, cap) {
+                too_slow.push(*id);
+            }
+        }
+        for id in too_slow {
+            if let Some(sub) = self.drop_subscriber(id) {
+                metrics::counter!("pitboss_ws_slow_clients_dropped_total").increment(1);
+                warn!(player = %sub.player.0, "client too slow to read; no longer sending to it");
+                sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
+            }
+        }
+    }
+
+    /// Forgets a session; a seated player left with no connection starts
+    /// the reconnect window.
+    pub(super) fn drop_subscriber(&mut self, session: SessionId) -> Option<Subscriber> {
+        let gone = self.subscribers.remove(&session)?;
+        let still_here = self.subscribers.values().any(|s| s.player == gone.player);
+        if !still_here && self.game.seat_of(&gone.player).is_some() {
+            self.absent
+                .entry(gone.player.clone())
+                .or_insert_with(Instant::now);
+        }
+        Some(gone)
+    }
+
+    /// Numbers, records and sends the game's events, each to whom may see it.
+    pub(super) fn broadcast(&mut self, events: Vec<Event>) {
+        let history_cap = self.rt.settings.table.history_events;
+        for ev in events {
+            let only = match ev.to {
+                Audience::All => None,
+                Audience::Seat(seat) => match self.player_at(seat) {
+                    Some(p) => Some(p),
+                    // Nobody may see an event addressed to an empty seat.
+                    None => continue,
+                },
+            };
+            self.seq = self.seq.saturating_add(1);
+            let clock = matches!(ev.kind, EventKind::Turn { .. }).then(|| {
+                let timeout = self.rt.action_timeout();
+                let clock = TurnClock {
+                    deadline_ms: chrono::Utc::now()
+                        .timestamp_millis()
+                        .saturating_add(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX)),
+                    timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                };
+                self.action_deadline_ms = Some(clock.deadline_ms);
+                clock
+            });
+            let frame = ServerFrame::Event {
+                table: &self.id,
+                seq: self.seq,
+                event: &ev.kind,
+                clock,
+            }
+            .to_shared();
+            self.send_to(only.as_ref(), &frame);
+            self.history.push_back(Sent {
+                seq: self.seq,
+                only,
+                frame,
+            });
+            while self.history.len() > history_cap {
+                self.history.pop_front();
+            }
+        }
+    }
+
+    fn snapshot_frame(&self, viewer: &PlayerId) -> Arc<str> {
+        ServerFrame::Snapshot {
+            table: &self.id,
+            seq: self.seq,
+            state: SnapshotState {
+                table: &self.id,
+                state: self.phase.state(),
+                fence: self.fence,
+                owner: self.rt.instance_id(),
+                config: self.game.config(),
+                action_deadline_ms: self.action_deadline_ms,
+                game: self.game.view_for(Some(viewer)),
+            },
+        }
+        .to_shared()
+    }
+
+    /// Subscribes a session: it gets the events after `since` that are still
+    /// kept, else a snapshot. Refused when the session cannot take even that
+    /// much without passing its backlog cap.
+    pub(super) fn subscribe(
+        &mut self,
+        session: SessionId,
+        sub: Subscriber,
+        since: Option<u64>,
+    ) -> Result<(), ClientError> {
+        let cap = self.rt.settings.ws.outbound_queue_bytes;
+        let oldest = self.history.front().map_or(self.seq + 1, |s| s.seq);
+        let replay = since.filter(|&n| n <= self.seq && n + 1 >= oldest);
+        let sent_all = match replay {
+            Some(since) => self
+                .history
+                .iter()
+                .filter(|s| s.seq > since && s.only.as_ref().is_none_or(|p| *p == sub.player))
+                .all(|s| sub.send(&s.frame, cap)),
+            None => sub.send(&self.snapshot_frame(&sub.player), cap),
+        };
+        if !sent_all {
+            metrics::counter!("pitboss_ws_slow_clients_dropped_total").increment(1);
+            return Err(ClientError::new(
+                "too_slow",
+                "the connection is not reading",
+            ));
+        }
+        self.absent.remove(&sub.player);
+        self.subscribers.insert(session, sub);
+        Ok(())
+    }
+
+    /// Tells every watcher the table stopped and forgets them: with a last
+    /// frame and the end of the subscription, or (drained) only the latter,
+    /// which closes sessions that have no table left during a shutdown.
+    pub(super) fn dismiss_all(&mut self, notice: Option<Arc<str>>) {
+        for sub in self.subscribers.values() {
+            match &notice {
+                Some(frame) => {
+                    sub.tx.do_send(Outbound::Frame(frame.clone()));
+                    sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
+                }
+                None => sub.tx.do_send(Outbound::Released(self.id.clone())),
+            }
+        }
+        self.subscribers.clear();
+    }
+}

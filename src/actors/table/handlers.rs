@@ -1,0 +1,210 @@
+//! The table's messages and their handlers: what sessions ask of it, and
+//! what the manager tells it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use tracing::error;
+
+use super::fanout::{Backlog, Outbound, SessionId, Subscriber};
+use super::Table;
+use crate::game::{Action, Chips, Command, PlayerId, SeatNo};
+use crate::protocol::ClientError;
+use crate::store::StoreError;
+use crate::types::FreezeReason;
+
+/// Subscribe a session; the table sends it a snapshot, or with `since` the
+/// events it missed if they are still kept.
+#[derive(Message)]
+#[rtype(result = "Result<(), ClientError>")]
+pub struct Join {
+    pub session: SessionId,
+    pub player: PlayerId,
+    pub since: Option<u64>,
+    pub tx: Recipient<Outbound>,
+    pub backlog: Arc<Backlog>,
+}
+
+impl Handler<Join> for Table {
+    type Result = Result<(), ClientError>;
+
+    fn handle(&mut self, msg: Join, _ctx: &mut Self::Context) -> Self::Result {
+        if let Some(e) = self.stopped_error() {
+            return Err(e);
+        }
+        let sub = Subscriber {
+            player: msg.player,
+            tx: msg.tx,
+            backlog: msg.backlog,
+        };
+        self.subscribe(msg.session, sub, msg.since)
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Unsubscribe {
+    pub session: SessionId,
+}
+
+impl Handler<Unsubscribe> for Table {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unsubscribe, _ctx: &mut Self::Context) {
+        self.drop_subscriber(msg.session);
+    }
+}
+
+/// Wallet → stack, fenced, then the player is seated.
+#[derive(Message)]
+#[rtype(result = "Result<(), ClientError>")]
+pub struct Sit {
+    pub player: PlayerId,
+    pub seat: SeatNo,
+    pub buy_in: Chips,
+}
+
+impl Handler<Sit> for Table {
+    type Result = AtomicResponse<Self, Result<(), ClientError>>;
+
+    fn handle(&mut self, msg: Sit, _ctx: &mut Self::Context) -> Self::Result {
+        let refuse = |e: ClientError| AtomicResponse::new(Box::pin(fut::ready(Err(e))));
+        if let Err(e) = self.refuse_unless_open() {
+            return refuse(e);
+        }
+        let cmd = Command::Sit {
+            seat: msg.seat,
+            player: msg.player.clone(),
+            stack: msg.buy_in,
+        };
+        // Validate against a copy first: the wallet is only debited for a
+        // sit the rules accept.
+        if let Err(e) = self.game.clone().apply(cmd.clone()) {
+            return refuse(e.into());
+        }
+        let rt = self.rt.clone();
+        let (id, fence) = (self.id.clone(), self.fence);
+        let fut = async move {
+            rt.store
+                .buy_in(&id, fence, msg.seat, &msg.player, msg.buy_in)
+                .await
+        };
+        AtomicResponse::new(Box::pin(fut.into_actor(self).map(
+            move |res, act, ctx| match res {
+                Ok(_balance) => match act.apply(cmd, ctx) {
+                    Ok(events) => {
+                        act.empty_since = None;
+                        act.advance(events, ctx);
+                        act.schedule_next_hand(ctx);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        error!(error = %e, "the rules refused a sit already paid for; freezing");
+                        act.freeze(FreezeReason::InternalError, ctx);
+                        Err(ClientError::new("table_frozen", "the table is frozen"))
+                    }
+                },
+                Err(e) => Err(match e {
+                    StoreError::InsufficientFunds => {
+                        ClientError::new("insufficient_funds", "wallet balance is too low")
+                    }
+                    StoreError::SeatTaken => ClientError::new("seat_taken", "that seat is taken"),
+                    StoreError::AlreadySeated => {
+                        ClientError::new("already_seated", "already seated at this table")
+                    }
+                    StoreError::WrongState(_) => {
+                        ClientError::new("table_frozen", "the table is not open")
+                    }
+                    other => {
+                        act.on_write_error(other, ctx);
+                        ClientError::new("table_frozen", "the table could not record the buy-in")
+                    }
+                }),
+            },
+        )))
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<(), ClientError>")]
+pub struct Act {
+    pub player: PlayerId,
+    pub hand: u64,
+    pub action: Action,
+    /// When the session read the frame, for the latency histogram.
+    pub received: Instant,
+}
+
+impl Handler<Act> for Table {
+    type Result = Result<(), ClientError>;
+
+    fn handle(&mut self, msg: Act, ctx: &mut Self::Context) -> Self::Result {
+        let _g = self.span.clone().entered();
+        let seat = self.live_seat_of(&msg.player)?;
+        let events = self.apply(
+            Command::Act {
+                hand: msg.hand,
+                seat,
+                action: msg.action,
+            },
+            ctx,
+        )?;
+        self.advance(events, ctx);
+        metrics::histogram!("pitboss_action_to_broadcast_seconds")
+            .record(msg.received.elapsed().as_secs_f64());
+        Ok(())
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<(), ClientError>")]
+pub struct Leave {
+    pub player: PlayerId,
+}
+
+impl Handler<Leave> for Table {
+    type Result = Result<(), ClientError>;
+
+    fn handle(&mut self, msg: Leave, ctx: &mut Self::Context) -> Self::Result {
+        let _g = self.span.clone().entered();
+        let seat = self.live_seat_of(&msg.player)?;
+        // Between hands the seat is vacated at once (and `advance` cashes it
+        // out); during a hand the rules fold the player and vacate the seat
+        // at the hand's end, when the boundary write cashes it out.
+        let events = self.apply(Command::Leave { seat }, ctx)?;
+        self.advance(events, ctx);
+        Ok(())
+    }
+}
+
+/// Sent by the manager when the lease is gone, foreign, or past its deadline.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Freeze {
+    pub reason: FreezeReason,
+}
+
+impl Handler<Freeze> for Table {
+    type Result = ();
+
+    fn handle(&mut self, msg: Freeze, ctx: &mut Self::Context) {
+        self.freeze(msg.reason, ctx);
+    }
+}
+
+/// Graceful shutdown: no new hands; the hand in progress may finish until
+/// `deadline`, then it is voided; the table persists and stops.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drain {
+    pub deadline: Instant,
+}
+
+impl Handler<Drain> for Table {
+    type Result = ();
+
+    fn handle(&mut self, msg: Drain, ctx: &mut Self::Context) {
+        self.start_drain(msg.deadline, ctx);
+    }
+}

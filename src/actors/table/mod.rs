@@ -1,0 +1,179 @@
+//! One hosted table: the hold'em game, its timers, its subscribed sessions,
+//! and the fenced writes at every boundary.
+//!
+//! - [`handlers`]: the messages sessions and the manager send it;
+//! - [`play`]: the hand flow (rules, action clock, boundary writes, deals);
+//! - [`fanout`]: subscribers, history, replay, snapshots, backlog;
+//! - [`lifecycle`]: freeze, drain, idle release, absent players, deadline.
+
+mod fanout;
+mod handlers;
+mod lifecycle;
+mod play;
+
+pub use fanout::{Backlog, Outbound, SessionId};
+pub use handlers::{Act, Drain, Freeze, Join, Leave, Sit, Unsubscribe};
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use tracing::{info, warn};
+
+use crate::game::{Game, PlayerId};
+use crate::lease::LeaseClock;
+use crate::runtime::Runtime;
+use crate::types::{Fence, FreezeReason, TableId, TableState};
+use fanout::{seq_epoch, Sent, Subscriber};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Open,
+    Draining,
+    /// Frozen, with the reason the manager and the watchers are told.
+    Frozen(FreezeReason),
+    /// Released (drained or idle): persisting its state, about to stop.
+    Stopping,
+}
+
+impl Phase {
+    /// The state a snapshot reports.
+    fn state(self) -> TableState {
+        match self {
+            Phase::Open => TableState::Open,
+            Phase::Draining => TableState::Draining,
+            Phase::Frozen(_) => TableState::Frozen,
+            Phase::Stopping => TableState::Released,
+        }
+    }
+}
+
+/// Sent to the manager when a table actor has stopped (frozen, evicted,
+/// drained). The table knows only this recipient, not the manager itself.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct TableStopped {
+    pub table: TableId,
+    pub fence: Fence,
+    /// Set when the table stopped because it froze.
+    pub frozen: Option<FreezeReason>,
+}
+
+pub struct Table {
+    id: TableId,
+    fence: Fence,
+    rt: Arc<Runtime>,
+    clock: Arc<LeaseClock>,
+    /// Told when the actor stops; the manager, which holds the lease.
+    stopped: Recipient<TableStopped>,
+    game: Game,
+    phase: Phase,
+    subscribers: HashMap<SessionId, Subscriber>,
+    seq: u64,
+    history: VecDeque<Sent>,
+    action_timer: Option<SpawnHandle>,
+    next_hand_timer: Option<SpawnHandle>,
+    drain_timer: Option<SpawnHandle>,
+    /// Since when nobody has been seated; `None` while someone is.
+    empty_since: Option<Instant>,
+    /// Seated players with no connection, and since when: their seats are
+    /// held for the reconnect window, then they are stood up.
+    absent: HashMap<PlayerId, Instant>,
+    /// Unix millis at which the current action clock runs out.
+    action_deadline_ms: Option<i64>,
+    span: tracing::Span,
+}
+
+/// The span every log line of a table runs in. A root span: a new one per
+/// hand replaces the old rather than nesting under it.
+fn table_span(id: &TableId, fence: Fence, hand_no: u64) -> tracing::Span {
+    tracing::info_span!(parent: None, "table", table_id = %id, fence = fence.0, hand_no)
+}
+
+/// Counts and logs a write refused because a newer owner holds the table.
+fn note_stale_write(fence: Fence, current: Fence, what: &str) {
+    metrics::counter!("pitboss_stale_boundary_writes_total").increment(1);
+    warn!(
+        event = "stale_owner_boundary_write",
+        fence = fence.0,
+        current = current.0,
+        "StaleOwnerBoundaryWrite: {what} refused, a newer owner holds this table"
+    );
+}
+
+impl Table {
+    pub fn new(
+        id: TableId,
+        fence: Fence,
+        rt: Arc<Runtime>,
+        clock: Arc<LeaseClock>,
+        stopped: Recipient<TableStopped>,
+        game: Game,
+    ) -> Table {
+        let span = table_span(&id, fence, game.hand_no());
+        let empty_since = game.seats().is_empty().then(Instant::now);
+        // A revived table's players reconnect after the redeploy; until then
+        // their seats are held like any dropped connection's.
+        let now = Instant::now();
+        let absent = game.seats().into_iter().map(|s| (s.player, now)).collect();
+        Table {
+            id,
+            fence,
+            rt,
+            clock,
+            stopped,
+            game,
+            phase: Phase::Open,
+            subscribers: HashMap::new(),
+            seq: seq_epoch(fence),
+            history: VecDeque::new(),
+            action_timer: None,
+            next_hand_timer: None,
+            drain_timer: None,
+            empty_since,
+            absent,
+            action_deadline_ms: None,
+            span,
+        }
+    }
+
+    /// Log lines carry the current hand number; a fresh span per hand keeps
+    /// exactly one `hand_no` field on each line.
+    fn refresh_span(&mut self) {
+        self.span = table_span(&self.id, self.fence, self.game.hand_no());
+    }
+}
+
+impl Actor for Table {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let _g = self.span.clone().entered();
+        info!(event = "table_hosted", "table hosted");
+        metrics::gauge!("pitboss_tables_hosted").increment(1.0);
+        // The local deadline is checked on a clock of its own, so a slow or
+        // dead Redis freezes the table before anyone else could take it.
+        let check = (self.rt.ttl() / 10).max(Duration::from_millis(20));
+        ctx.run_interval(check, |act, ctx| act.check_lease(ctx));
+        let idle_check =
+            (self.rt.idle_evict() / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
+        ctx.run_interval(idle_check, |act, ctx| act.check_idle(ctx));
+        let absent_check = Duration::from_millis(self.rt.settings.table.reconnect_window_ms / 4)
+            .clamp(Duration::from_millis(20), Duration::from_secs(1));
+        ctx.run_interval(absent_check, |act, ctx| act.check_absent(ctx));
+        self.schedule_next_hand(ctx);
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        metrics::gauge!("pitboss_tables_hosted").decrement(1.0);
+        self.stopped.do_send(TableStopped {
+            table: self.id.clone(),
+            fence: self.fence,
+            frozen: match self.phase {
+                Phase::Frozen(reason) => Some(reason),
+                _ => None,
+            },
+        });
+    }
+}

@@ -1,0 +1,244 @@
+//! The hand flow: applying commands to the rules, the action clock, the
+//! boundary write at each hand's end, and the next deal.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use actix::prelude::*;
+use tracing::{error, info, warn};
+
+use super::{note_stale_write, Phase, Table};
+use crate::game::{Command, Event, EventKind, RuleError, SeatNo};
+use crate::store::{CashOut, StoreError};
+use crate::types::FreezeReason;
+
+impl Table {
+    /// Applies a command to the game. A panic inside the rules freezes this
+    /// table only; the rest of the process carries on.
+    pub(super) fn apply(
+        &mut self,
+        cmd: Command,
+        ctx: &mut Context<Self>,
+    ) -> Result<Vec<Event>, RuleError> {
+        match catch_unwind(AssertUnwindSafe(|| self.game.apply(cmd))) {
+            Ok(result) => result,
+            Err(_) => {
+                error!("game logic panicked; freezing the table");
+                self.freeze(FreezeReason::InternalError, ctx);
+                Err(RuleError::Internal("the rules panicked".into()))
+            }
+        }
+    }
+
+    /// Applies a command that the runtime itself issues (deal, time-out,
+    /// void). Its refusal means the table and the rules disagree, which is
+    /// an internal error.
+    pub(super) fn apply_internal(
+        &mut self,
+        cmd: Command,
+        ctx: &mut Context<Self>,
+    ) -> Option<Vec<Event>> {
+        if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
+            return None;
+        }
+        match self.apply(cmd, ctx) {
+            Ok(events) => Some(events),
+            Err(e) => {
+                if !matches!(self.phase, Phase::Frozen(_)) {
+                    error!(error = %e, "the rules refused a runtime command; freezing the table");
+                    self.freeze(FreezeReason::InternalError, ctx);
+                }
+                None
+            }
+        }
+    }
+
+    pub(super) fn cancel(ctx: &mut Context<Self>, timer: &mut Option<SpawnHandle>) {
+        if let Some(h) = timer.take() {
+            ctx.cancel_future(h);
+        }
+    }
+
+    /// Everything that follows a change of game state: timers, the
+    /// boundary write at the end of a hand, the next deal.
+    pub(super) fn advance(&mut self, events: Vec<Event>, ctx: &mut Context<Self>) {
+        let ended = events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::HandEnded { .. }));
+        let turn = events.iter().rev().find_map(|e| match e.kind {
+            EventKind::Turn { hand, seat, .. } => Some((hand, seat)),
+            _ => None,
+        });
+        let left: Vec<CashOut> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Left {
+                    seat,
+                    player,
+                    stack,
+                } => Some(CashOut {
+                    seat: *seat,
+                    player: player.clone(),
+                    stack: *stack,
+                }),
+                _ => None,
+            })
+            .collect();
+        for out in &left {
+            self.absent.remove(&out.player);
+        }
+        self.broadcast(events);
+        if let Some((hand, seat)) = turn {
+            self.arm_action_timer(hand, seat, ctx);
+        }
+        if ended {
+            Self::cancel(ctx, &mut self.action_timer);
+            self.action_deadline_ms = None;
+            self.write_boundary(left, ctx);
+        } else if !left.is_empty() {
+            self.write_cash_outs(left, ctx);
+        }
+    }
+
+    pub(super) fn arm_action_timer(&mut self, hand: u64, seat: SeatNo, ctx: &mut Context<Self>) {
+        Self::cancel(ctx, &mut self.action_timer);
+        let timeout = self.rt.action_timeout();
+        self.action_timer = Some(ctx.run_later(timeout, move |act, ctx| {
+            act.action_timer = None;
+            let _g = act.span.clone().entered();
+            if act.game.hand_no() != hand || act.game.to_act() != Some(seat) {
+                return;
+            }
+            info!(seat, "action clock ran out");
+            if let Some(events) = act.apply_internal(Command::Timeout { hand, seat }, ctx) {
+                act.advance(events, ctx);
+            }
+        }));
+    }
+
+    pub(super) fn write_boundary(&mut self, outs: Vec<CashOut>, ctx: &mut Context<Self>) {
+        let Some(summary) = self.game.last_summary().cloned() else {
+            error!("hand ended without a summary; freezing the table");
+            self.freeze(FreezeReason::InternalError, ctx);
+            return;
+        };
+        let rt = self.rt.clone();
+        let (id, fence, button) = (self.id.clone(), self.fence, self.game.button());
+        let owner = rt.instance_id().to_string();
+        let fut = async move {
+            rt.store
+                .write_hand(&id, fence, &owner, &summary, button, &outs)
+                .await
+        };
+        ctx.wait(fut.into_actor(self).map(|res, act, ctx| {
+            let _g = act.span.clone().entered();
+            match res {
+                Ok(()) => {
+                    metrics::counter!("pitboss_hands_completed_total").increment(1);
+                    act.after_boundary(ctx);
+                }
+                Err(e) => act.on_write_error(e, ctx),
+            }
+        }));
+    }
+
+    pub(super) fn write_cash_outs(&mut self, outs: Vec<CashOut>, ctx: &mut Context<Self>) {
+        let rt = self.rt.clone();
+        let (id, fence) = (self.id.clone(), self.fence);
+        let fut = async move { rt.store.cash_out(&id, fence, &outs).await };
+        ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
+            Ok(()) => act.after_boundary(ctx),
+            Err(e) => act.on_write_error(e, ctx),
+        }));
+    }
+
+    pub(super) fn on_write_error(&mut self, e: StoreError, ctx: &mut Context<Self>) {
+        match e {
+            StoreError::StaleOwnerBoundaryWrite { fence, current, .. } => {
+                note_stale_write(fence, current, "boundary write");
+                self.freeze(FreezeReason::LeaseLost, ctx);
+            }
+            other => {
+                error!(error = %other, "boundary write failed; freezing the table");
+                self.freeze(FreezeReason::StoreError, ctx);
+            }
+        }
+    }
+
+    /// Called once a boundary is safely persisted.
+    pub(super) fn after_boundary(&mut self, ctx: &mut Context<Self>) {
+        if self.game.seats().is_empty() {
+            self.empty_since.get_or_insert_with(Instant::now);
+        } else {
+            self.empty_since = None;
+        }
+        match self.phase {
+            Phase::Open => self.schedule_next_hand(ctx),
+            Phase::Draining if !self.game.hand_in_progress() => self.finish_drain(ctx),
+            _ => {}
+        }
+    }
+
+    pub(super) fn schedule_next_hand(&mut self, ctx: &mut Context<Self>) {
+        if self.phase != Phase::Open
+            || self.next_hand_timer.is_some()
+            || !self.game.can_start_hand()
+        {
+            return;
+        }
+        let delay = self.rt.next_hand_delay();
+        self.next_hand_timer = Some(ctx.run_later(delay, |act, ctx| {
+            act.next_hand_timer = None;
+            act.deal(ctx);
+        }));
+    }
+
+    pub(super) fn deal(&mut self, ctx: &mut Context<Self>) {
+        let _g = self.span.clone().entered();
+        if self.phase != Phase::Open || !self.game.can_start_hand() {
+            return;
+        }
+        // I1: never deal on a lease this process cannot prove it holds.
+        if !self.clock.is_valid(Instant::now()) {
+            warn!(
+                event = "lease_deadline_passed",
+                "lease deadline passed before dealing; freezing"
+            );
+            metrics::counter!("pitboss_leases_lost_total", "reason" => "deadline").increment(1);
+            self.freeze(FreezeReason::LeaseLost, ctx);
+            return;
+        }
+        let deck = crate::game::shuffled_deck(&mut rand::thread_rng());
+        if let Some(events) = self.apply_internal(Command::StartHand { deck }, ctx) {
+            self.refresh_span();
+            self.advance(events, ctx);
+        }
+    }
+
+    /// Abandons the hand in progress: stacks go back to the last boundary,
+    /// which is what Postgres already holds; only the burnt hand number is
+    /// written.
+    pub(super) fn void_hand(&mut self, ctx: &mut Context<Self>) {
+        if !self.game.hand_in_progress() {
+            return;
+        }
+        let _g = self.span.clone().entered();
+        warn!(
+            event = "hand_voided",
+            hand = self.game.hand_no(),
+            "voiding the hand in progress"
+        );
+        Self::cancel(ctx, &mut self.action_timer);
+        let Some(events) = self.apply_internal(Command::VoidHand, ctx) else {
+            return;
+        };
+        self.broadcast(events);
+        let rt = self.rt.clone();
+        let (id, fence, hand) = (self.id.clone(), self.fence, self.game.hand_no());
+        let fut = async move { rt.store.record_void(&id, fence, hand).await };
+        ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
+            Ok(()) => act.after_boundary(ctx),
+            Err(e) => act.on_write_error(e, ctx),
+        }));
+    }
+}

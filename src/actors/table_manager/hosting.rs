@@ -1,0 +1,225 @@
+//! Taking a table: lease first, then the fence stamp, then the table's rows.
+//! Nothing is constructed for a table this process does not own, and every
+//! way an acquire can fail after the lease was taken hands the lease back.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::{error, warn};
+
+use crate::game::{Chips, Game, PlayerId};
+use crate::lease::{HeldLease, LeaseClock, LeaseError};
+use crate::protocol::ClientError;
+use crate::runtime::Runtime;
+use crate::store::{StoreError, TableRow};
+use crate::types::{Fence, TableId, TableState};
+
+/// Why a table could not be hosted, recovered or disposed here.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HostError {
+    #[error("no such table")]
+    NotFound,
+    #[error("table is owned by {owner}")]
+    OwnedElsewhere { owner: String, ttl_ms: i64 },
+    #[error("table is frozen")]
+    Frozen,
+    #[error("table is {0}")]
+    Closed(TableState),
+    #[error("table is not frozen")]
+    NotFrozen,
+    #[error("server is draining")]
+    Draining,
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl HostError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            HostError::NotFound | HostError::Closed(_) => "table_not_found",
+            HostError::OwnedElsewhere { .. } => "owned_elsewhere",
+            HostError::Frozen => "table_frozen",
+            HostError::NotFrozen => "not_frozen",
+            HostError::Draining => "draining",
+            HostError::Unavailable(_) => "unavailable",
+        }
+    }
+
+    fn unavailable(e: impl std::fmt::Display) -> HostError {
+        HostError::Unavailable(e.to_string())
+    }
+}
+
+/// The one mapping from a hosting failure to what a client is told; the
+/// HTTP API adds only a status.
+impl From<HostError> for ClientError {
+    fn from(e: HostError) -> ClientError {
+        let mut ce = ClientError::new(e.code(), e.to_string());
+        if let HostError::OwnedElsewhere { owner, .. } = e {
+            ce.owner = Some(owner);
+        }
+        ce
+    }
+}
+
+impl From<LeaseError> for HostError {
+    fn from(e: LeaseError) -> HostError {
+        match e {
+            LeaseError::OwnedElsewhere { owner, ttl_ms } => {
+                HostError::OwnedElsewhere { owner, ttl_ms }
+            }
+            other => HostError::unavailable(other),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Host an open (or shut-down) table.
+    Host,
+    /// Host a frozen table again under a new fence (operator's recover).
+    Recover,
+}
+
+/// A table whose lease and stamp are taken and whose game is loaded: all
+/// the manager needs to start its actor.
+pub(super) struct Prepared {
+    pub table: TableId,
+    pub fence: Fence,
+    pub clock: Arc<LeaseClock>,
+    pub game: Game,
+}
+
+/// The table's row, if it belongs to this environment.
+async fn row_here(rt: &Runtime, table: &TableId) -> Result<TableRow, HostError> {
+    rt.store
+        .table(table)
+        .await
+        .map_err(HostError::unavailable)?
+        .filter(|r| r.environment == rt.environment())
+        .ok_or(HostError::NotFound)
+}
+
+/// Takes the lease above the fence Postgres has seen, counting the outcome.
+async fn acquire(rt: &Runtime, table: &TableId, floor: Fence) -> Result<Fence, HostError> {
+    let result = rt.lease.acquire(table, floor).await;
+    let label = match &result {
+        Ok(_) => "acquired",
+        Err(LeaseError::OwnedElsewhere { .. }) => "owned_elsewhere",
+        Err(_) => "error",
+    };
+    metrics::counter!("pitboss_lease_acquires_total", "result" => label).increment(1);
+    Ok(result?)
+}
+
+/// Hands a lease back; harmless if it is already gone.
+async fn release(rt: &Runtime, table: &TableId, fence: Fence) {
+    let lease = [HeldLease {
+        table: table.clone(),
+        fence,
+    }];
+    if let Err(e) = rt.lease.release_all(&lease).await {
+        warn!(table_id = %table, error = %e, "could not release a lease; it expires with its TTL");
+    }
+}
+
+pub(super) async fn acquire_and_load(
+    rt: Arc<Runtime>,
+    table: TableId,
+    mode: Mode,
+) -> Result<Prepared, HostError> {
+    let row = row_here(&rt, &table).await?;
+    match (mode, row.state) {
+        (Mode::Host, s) if s.is_hostable() => {}
+        (Mode::Recover, TableState::Frozen) => {}
+        (Mode::Host, TableState::Frozen) => return Err(HostError::Frozen),
+        (Mode::Recover, s) if s.is_hostable() => return Err(HostError::NotFrozen),
+        (_, other) => return Err(HostError::Closed(other)),
+    }
+    let sent = Instant::now();
+    let fence = acquire(&rt, &table, row.fence).await?;
+    match load_under_lease(&rt, &table, fence, mode).await {
+        Ok(game) => Ok(Prepared {
+            table,
+            fence,
+            clock: LeaseClock::new(sent, rt.ttl()),
+            game,
+        }),
+        Err(e) => {
+            release(&rt, &table, fence).await;
+            Err(e)
+        }
+    }
+}
+
+/// Stamps the fence and loads the game; the caller holds the lease.
+async fn load_under_lease(
+    rt: &Runtime,
+    table: &TableId,
+    fence: Fence,
+    mode: Mode,
+) -> Result<Game, HostError> {
+    let stamped = rt
+        .store
+        .stamp(table, fence, rt.instance_id(), mode == Mode::Recover)
+        .await
+        .map_err(|e| {
+            warn!(table_id = %table, fence = fence.0, error = %e, "stamp refused; releasing the lease");
+            match e {
+                StoreError::StaleOwnerBoundaryWrite { .. } => {
+                    HostError::unavailable("a newer owner stamped the table")
+                }
+                other => HostError::unavailable(other),
+            }
+        })?;
+    match stamped.state {
+        TableState::Open => {}
+        TableState::Frozen => return Err(HostError::Frozen),
+        other => return Err(HostError::Closed(other)),
+    }
+    let seats = rt
+        .store
+        .seats(table)
+        .await
+        .map_err(HostError::unavailable)?
+        .into_iter()
+        .map(|s| (s.seat, PlayerId(s.player), s.stack))
+        .collect();
+    Game::resume(stamped.config, stamped.hand_no, stamped.button, seats).map_err(|e| {
+        error!(table_id = %table, error = %e, "stored table does not satisfy the rules");
+        HostError::unavailable(e)
+    })
+}
+
+/// Takes a frozen table's lease (refused while another live owner holds
+/// it), stamps a new fence, disposes it in one fenced transaction, and
+/// releases the lease. Answers what each player got back.
+pub(super) async fn dispose(
+    rt: Arc<Runtime>,
+    table: TableId,
+) -> Result<Vec<(String, Chips)>, HostError> {
+    let row = row_here(&rt, &table).await?;
+    if row.state != TableState::Frozen {
+        return Err(HostError::NotFrozen);
+    }
+    let fence = acquire(&rt, &table, row.fence).await?;
+    let result = async {
+        rt.store
+            .stamp(&table, fence, rt.instance_id(), false)
+            .await
+            .map_err(HostError::unavailable)?;
+        rt.store
+            .dispose(&table, fence, rt.instance_id())
+            .await
+            .map_err(|e| match e {
+                StoreError::WrongState(_) => HostError::NotFrozen,
+                other => HostError::unavailable(other),
+            })
+    }
+    .await;
+    release(&rt, &table, fence).await;
+    if result.is_ok() {
+        warn!(event = "table_disposed", table_id = %table, fence = fence.0, "frozen table disposed: escape, custody, closed");
+    }
+    result
+}

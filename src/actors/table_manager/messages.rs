@@ -1,0 +1,282 @@
+//! What the manager is asked (host, recover, dispose, who is hosted, which
+//! leases to renew) and told (a table stopped, a renew's outcome, drain).
+
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+use tracing::{debug, error, info, warn};
+
+use super::hosting::{dispose, HostError, Mode};
+use super::{DrainState, TableManager};
+use crate::actors::table::{Drain, Freeze, Table, TableStopped};
+use crate::game::Chips;
+use crate::lease::{HeldLease, RenewOutcome};
+use crate::types::{FreezeReason, TableId, TableState};
+
+/// Find the table here, or take its lease and host it.
+#[derive(Message)]
+#[rtype(result = "Result<Addr<Table>, HostError>")]
+pub struct LoadOrCreate {
+    pub table: TableId,
+}
+
+impl Handler<LoadOrCreate> for TableManager {
+    type Result = ResponseFuture<Result<Addr<Table>, HostError>>;
+
+    fn handle(&mut self, msg: LoadOrCreate, ctx: &mut Self::Context) -> Self::Result {
+        self.host_answer(msg.table, Mode::Host, ctx)
+    }
+}
+
+/// Host a frozen table again: a new lease (the fence floor guarantees a
+/// higher token), the table reopened at its last boundary.
+#[derive(Message)]
+#[rtype(result = "Result<Addr<Table>, HostError>")]
+pub struct Recover {
+    pub table: TableId,
+}
+
+impl Handler<Recover> for TableManager {
+    type Result = ResponseFuture<Result<Addr<Table>, HostError>>;
+
+    fn handle(&mut self, msg: Recover, ctx: &mut Self::Context) -> Self::Result {
+        self.host_answer(msg.table, Mode::Recover, ctx)
+    }
+}
+
+/// Whether this process hosts the table now.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct IsHosted {
+    pub table: TableId,
+}
+
+impl Handler<IsHosted> for TableManager {
+    type Result = bool;
+
+    fn handle(&mut self, msg: IsHosted, _ctx: &mut Self::Context) -> bool {
+        self.hosted.contains_key(&msg.table)
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "Vec<TableId>")]
+pub struct HostedTables;
+
+impl Handler<HostedTables> for TableManager {
+    type Result = Vec<TableId>;
+
+    fn handle(&mut self, _msg: HostedTables, _ctx: &mut Self::Context) -> Vec<TableId> {
+        self.hosted.keys().cloned().collect()
+    }
+}
+
+impl Handler<TableStopped> for TableManager {
+    type Result = ();
+
+    fn handle(&mut self, msg: TableStopped, ctx: &mut Self::Context) {
+        match self.hosted.get(&msg.table) {
+            Some(h) if h.fence == msg.fence => {}
+            _ => return,
+        }
+        if let Some(h) = self.hosted.remove(&msg.table) {
+            h.clock.revoke();
+        }
+        self.update_gauge();
+        let cooldown = self.rt.settings.table.auto_recover_after_ms;
+        if msg.frozen == Some(FreezeReason::LeaseLost) && cooldown > 0 && self.drain.is_none() {
+            // Opt-in: by default a freeze stays loud and waits for an operator.
+            info!(table_id = %msg.table, cooldown_ms = cooldown, "automatic recovery scheduled");
+            self.auto_recover(msg.table.clone(), Duration::from_millis(cooldown), ctx);
+        }
+        let lease = HeldLease {
+            table: msg.table,
+            fence: msg.fence,
+        };
+        match &mut self.drain {
+            // Released together once every table has drained.
+            Some(drain) => {
+                drain.released.push(lease);
+                self.maybe_finish_drain(ctx);
+            }
+            None => {
+                // Compare-and-delete: harmless if the lease is already gone.
+                let rt = self.rt.clone();
+                actix::spawn(async move {
+                    if let Err(e) = rt.lease.release_all(&[lease]).await {
+                        warn!(error = %e, "could not release a stopped table's lease; it expires with its TTL");
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// The leases to renew now.
+#[derive(Message)]
+#[rtype(result = "Vec<HeldLease>")]
+pub struct HeldLeases;
+
+impl Handler<HeldLeases> for TableManager {
+    type Result = MessageResult<HeldLeases>;
+
+    fn handle(&mut self, _msg: HeldLeases, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(self.held())
+    }
+}
+
+/// The outcome of one batched renew sent at `sent`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RenewReport {
+    pub sent: Instant,
+    pub outcomes: Vec<(HeldLease, RenewOutcome)>,
+}
+
+impl Handler<RenewReport> for TableManager {
+    type Result = ();
+
+    fn handle(&mut self, msg: RenewReport, _ctx: &mut Self::Context) {
+        let ttl = self.rt.ttl();
+        for (lease, outcome) in msg.outcomes {
+            let hosted = self
+                .hosted
+                .get(&lease.table)
+                .filter(|h| h.fence == lease.fence);
+            let Some(h) = hosted else {
+                // I5: the table was released (idle eviction, drain) while the
+                // renew was in flight; losing its lease is expected.
+                if outcome != RenewOutcome::Renewed {
+                    metrics::counter!("pitboss_lease_renew_benign_total").increment(1);
+                    debug!(table_id = %lease.table, outcome = outcome.label(), "lease of a released table not renewed (benign)");
+                }
+                continue;
+            };
+            match outcome {
+                RenewOutcome::Renewed => h.clock.confirm(msg.sent, ttl),
+                RenewOutcome::Gone | RenewOutcome::Foreign => {
+                    h.clock.revoke();
+                    metrics::counter!("pitboss_leases_lost_total", "reason" => outcome.label())
+                        .increment(1);
+                    warn!(
+                        event = "lease_lost",
+                        table_id = %lease.table,
+                        fence = lease.fence.0,
+                        outcome = outcome.label(),
+                        "lease lost; freezing the table"
+                    );
+                    h.addr.do_send(Freeze {
+                        reason: FreezeReason::LeaseLost,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Start draining; resolves when every table has stopped and every lease
+/// has been released. `deadline` bounds the hands in progress.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DrainAll {
+    pub deadline: Instant,
+}
+
+impl Handler<DrainAll> for TableManager {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: DrainAll, ctx: &mut Self::Context) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        let drain = self.drain.get_or_insert_with(|| DrainState {
+            released: Vec::new(),
+            done: Vec::new(),
+            releasing: false,
+            complete: false,
+        });
+        if drain.complete {
+            let _ = tx.send(());
+        } else {
+            drain.done.push(tx);
+        }
+        for h in self.hosted.values() {
+            h.addr.do_send(Drain {
+                deadline: msg.deadline,
+            });
+        }
+        self.maybe_finish_drain(ctx);
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+}
+
+/// Second signal: release every lease now, in one round trip, whatever the
+/// tables are doing (their hands are voided by not being written).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ForceRelease;
+
+impl Handler<ForceRelease> for TableManager {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _msg: ForceRelease, _ctx: &mut Self::Context) -> Self::Result {
+        let mut leases = self.held();
+        for h in self.hosted.values() {
+            h.clock.revoke();
+        }
+        if let Some(drain) = &mut self.drain {
+            leases.append(&mut drain.released);
+        }
+        let rt = self.rt.clone();
+        Box::pin(async move {
+            match rt.lease.release_all(&leases).await {
+                Ok(n) => info!(
+                    event = "leases_released",
+                    leases = leases.len(),
+                    still_ours = n,
+                    "released every lease"
+                ),
+                Err(e) => {
+                    error!(error = %e, "could not release leases; they expire with their TTL")
+                }
+            }
+        })
+    }
+}
+
+/// Dispose a frozen table: take its lease (refused while another live owner
+/// holds it), stamp a new fence, then escape → custody → closed in one
+/// fenced transaction, and release the lease. Answers what each player got
+/// back.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<(String, Chips)>, HostError>")]
+pub struct Dispose {
+    pub table: TableId,
+}
+
+impl Handler<Dispose> for TableManager {
+    type Result = ResponseActFuture<Self, Result<Vec<(String, Chips)>, HostError>>;
+
+    fn handle(&mut self, msg: Dispose, _ctx: &mut Self::Context) -> Self::Result {
+        if self.hosted.contains_key(&msg.table) {
+            return Box::pin(fut::ready(Err(HostError::NotFrozen)));
+        }
+        if self.pending.contains_key(&msg.table) {
+            return Box::pin(fut::ready(Err(HostError::Unavailable(
+                "the table is being acquired right now".into(),
+            ))));
+        }
+        // The pending entry keeps joins and recovers off the table meanwhile.
+        self.pending.insert(msg.table.clone(), Vec::new());
+        let rt = self.rt.clone();
+        let table = msg.table.clone();
+        let fut = async move { dispose(rt, table).await };
+        Box::pin(fut.into_actor(self).map(move |res, act, _ctx| {
+            for w in act.pending.remove(&msg.table).unwrap_or_default() {
+                let _ = w.send(Err(HostError::Closed(TableState::Closed)));
+            }
+            res
+        }))
+    }
+}

@@ -1,0 +1,297 @@
+//! The pit boss: hosts a table only after taking its lease and stamping the
+//! fence in Postgres, keeps the registry of hosted tables, revives tables at
+//! boot (and whenever their lease is free again), and runs the drain.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use rand::Rng;
+use tokio::sync::oneshot;
+use tracing::{debug, error, info, warn};
+
+mod hosting;
+mod messages;
+
+pub use hosting::HostError;
+pub use messages::{
+    Dispose, DrainAll, ForceRelease, HeldLeases, HostedTables, IsHosted, LoadOrCreate, Recover,
+    RenewReport,
+};
+
+use super::table::Table;
+use crate::lease::{HeldLease, LeaseClock};
+use crate::runtime::Runtime;
+use crate::store::StoreError;
+use crate::types::{Fence, TableId};
+use hosting::{acquire_and_load, Mode, Prepared};
+
+struct Hosted {
+    addr: Addr<Table>,
+    fence: Fence,
+    clock: Arc<LeaseClock>,
+}
+
+type Waiter = oneshot::Sender<Result<Addr<Table>, HostError>>;
+
+pub struct TableManager {
+    rt: Arc<Runtime>,
+    arbiters: Vec<ArbiterHandle>,
+    next_arbiter: usize,
+    hosted: HashMap<TableId, Hosted>,
+    /// Tables being acquired right now, with whoever waits for them, so two
+    /// joins never acquire the same table twice (a second same-owner acquire
+    /// would bump the fence under the first).
+    pending: HashMap<TableId, Vec<Waiter>>,
+    scanning: bool,
+    drain: Option<DrainState>,
+}
+
+struct DrainState {
+    /// Leases of drained tables, released together at the end.
+    released: Vec<HeldLease>,
+    done: Vec<oneshot::Sender<()>>,
+    releasing: bool,
+    complete: bool,
+}
+
+impl TableManager {
+    pub fn new(rt: Arc<Runtime>, arbiters: Vec<ArbiterHandle>) -> TableManager {
+        TableManager {
+            rt,
+            arbiters,
+            next_arbiter: 0,
+            hosted: HashMap::new(),
+            pending: HashMap::new(),
+            scanning: false,
+            drain: None,
+        }
+    }
+
+    fn held(&self) -> Vec<HeldLease> {
+        self.hosted
+            .iter()
+            .map(|(table, h)| HeldLease {
+                table: table.clone(),
+                fence: h.fence,
+            })
+            .collect()
+    }
+
+    fn update_gauge(&self) {
+        metrics::gauge!("pitboss_leases_held").set(self.hosted.len() as f64);
+    }
+
+    /// Starts acquiring `table` unless that is already under way; the waiter
+    /// (if any) learns the outcome.
+    /// Hosts (or recovers) `table` and answers with the outcome.
+    fn host_answer(
+        &mut self,
+        table: TableId,
+        mode: Mode,
+        ctx: &mut Context<Self>,
+    ) -> ResponseFuture<Result<Addr<Table>, HostError>> {
+        let (tx, rx) = oneshot::channel();
+        self.host_as(table, mode, Some(tx), ctx);
+        Box::pin(async move {
+            rx.await
+                .unwrap_or(Err(HostError::Unavailable("manager stopped".into())))
+        })
+    }
+
+    fn host_as(
+        &mut self,
+        table: TableId,
+        mode: Mode,
+        waiter: Option<Waiter>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Some(h) = self.hosted.get(&table) {
+            if let Some(w) = waiter {
+                let _ = w.send(match mode {
+                    Mode::Host => Ok(h.addr.clone()),
+                    Mode::Recover => Err(HostError::NotFrozen),
+                });
+            }
+            return;
+        }
+        if self.drain.is_some() {
+            if let Some(w) = waiter {
+                let _ = w.send(Err(HostError::Draining));
+            }
+            return;
+        }
+        if let Some(waiters) = self.pending.get_mut(&table) {
+            waiters.extend(waiter);
+            return;
+        }
+        // The entry marks the acquire as under way, even with no waiter.
+        self.pending
+            .insert(table.clone(), waiter.into_iter().collect());
+        let rt = self.rt.clone();
+        ctx.spawn(
+            acquire_and_load(rt, table.clone(), mode)
+                .into_actor(self)
+                .map(move |res, act, ctx| {
+                    let waiters = act.pending.remove(&table).unwrap_or_default();
+                    let outcome = res.and_then(|prepared| act.start_table(prepared, ctx));
+                    if let Err(e) = &outcome {
+                        debug!(table_id = %table, error = %e, "table not hosted");
+                    }
+                    for w in waiters {
+                        let _ = w.send(outcome.clone());
+                    }
+                    act.maybe_finish_drain(ctx);
+                }),
+        );
+    }
+
+    /// Recovers a table frozen by a lost lease after `cooldown`, trying
+    /// again while its lease is held elsewhere or Redis/Postgres cannot be
+    /// reached; gives up when the table is no longer frozen.
+    fn auto_recover(&mut self, table: TableId, cooldown: Duration, ctx: &mut Context<Self>) {
+        ctx.run_later(cooldown, move |act, ctx| {
+            if act.drain.is_some() {
+                return;
+            }
+            warn!(event = "table_auto_recover", table_id = %table, "recovering a frozen table automatically");
+            let (tx, rx) = oneshot::channel();
+            act.host_as(table.clone(), Mode::Recover, Some(tx), ctx);
+            ctx.spawn(rx.into_actor(act).map(move |res, act, ctx| match res {
+                Ok(Err(HostError::OwnedElsewhere { .. } | HostError::Unavailable(_))) => {
+                    act.auto_recover(table, cooldown, ctx)
+                }
+                Ok(Err(e)) => info!(table_id = %table, error = %e, "automatic recovery not needed"),
+                Ok(Ok(_)) | Err(_) => {}
+            }));
+        });
+    }
+
+    fn start_table(
+        &mut self,
+        p: Prepared,
+        ctx: &mut Context<Self>,
+    ) -> Result<Addr<Table>, HostError> {
+        let lease = HeldLease {
+            table: p.table.clone(),
+            fence: p.fence,
+        };
+        if self.drain.is_some() {
+            // Drain began while we were acquiring: hand the lease straight back.
+            let rt = self.rt.clone();
+            actix::spawn(async move {
+                let _ = rt.lease.release_all(&[lease]).await;
+            });
+            return Err(HostError::Draining);
+        }
+        let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
+        self.next_arbiter = self.next_arbiter.wrapping_add(1);
+        let (rt, clock) = (self.rt.clone(), p.clock.clone());
+        let stopped = ctx.address().recipient();
+        let (id, fence, game) = (p.table.clone(), p.fence, p.game);
+        let addr = Table::start_in_arbiter(arbiter, move |_| {
+            Table::new(id, fence, rt, clock, stopped, game)
+        });
+        info!(event = "lease_acquired", table_id = %p.table, fence = p.fence.0, "hosting table");
+        self.hosted.insert(
+            p.table,
+            Hosted {
+                addr: addr.clone(),
+                fence: p.fence,
+                clock: p.clock,
+            },
+        );
+        self.update_gauge();
+        Ok(addr)
+    }
+
+    /// Hosts every table of the environment that should be hosted and whose
+    /// lease is free or ours. Runs at boot and then every 250–500 ms, so a
+    /// draining predecessor's tables are picked up within a second of their
+    /// release.
+    fn scan(&mut self, ctx: &mut Context<Self>) {
+        if self.scanning || self.drain.is_some() {
+            return;
+        }
+        self.scanning = true;
+        let rt = self.rt.clone();
+        let fut = async move {
+            let ids = rt.store.revivable(rt.environment()).await?;
+            let free = rt
+                .lease
+                .claimable(&ids)
+                .await
+                .map_err(|e| StoreError::Inconsistent(e.to_string()));
+            Ok::<_, StoreError>((ids, free?))
+        };
+        ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {
+            act.scanning = false;
+            match res {
+                Ok((ids, free)) => {
+                    for (id, is_free) in ids.into_iter().zip(free) {
+                        if act.hosted.contains_key(&id) || act.pending.contains_key(&id) {
+                            continue;
+                        }
+                        if is_free {
+                            act.host_as(id, Mode::Host, None, ctx);
+                        } else {
+                            metrics::counter!("pitboss_lease_acquires_total", "result" => "owned_elsewhere").increment(1);
+                            debug!(table_id = %id, "table is leased elsewhere; will retry");
+                        }
+                    }
+                }
+                Err(e) => debug!(error = %e, "revive scan failed; will retry"),
+            }
+        }));
+    }
+
+    fn schedule_scan(ctx: &mut Context<Self>) {
+        let wait = Duration::from_millis(rand::thread_rng().gen_range(250..=500));
+        ctx.run_later(wait, |act, ctx| {
+            act.scan(ctx);
+            if act.drain.is_none() {
+                Self::schedule_scan(ctx);
+            }
+        });
+    }
+
+    fn maybe_finish_drain(&mut self, ctx: &mut Context<Self>) {
+        let Some(drain) = &mut self.drain else { return };
+        if drain.releasing || !self.hosted.is_empty() || !self.pending.is_empty() {
+            return;
+        }
+        drain.releasing = true;
+        let leases = std::mem::take(&mut drain.released);
+        let rt = self.rt.clone();
+        let fut = async move { (leases.len(), rt.lease.release_all(&leases).await) };
+        ctx.spawn(fut.into_actor(self).map(|(n, res), act, _ctx| {
+            match res {
+                Ok(ours) => info!(
+                    event = "leases_released",
+                    leases = n,
+                    still_ours = ours,
+                    "released every lease"
+                ),
+                Err(e) => {
+                    error!(error = %e, "could not release leases; they expire with their TTL")
+                }
+            }
+            if let Some(drain) = &mut act.drain {
+                drain.complete = true;
+                for tx in drain.done.drain(..) {
+                    let _ = tx.send(());
+                }
+            }
+        }));
+    }
+}
+
+impl Actor for TableManager {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.scan(ctx);
+        Self::schedule_scan(ctx);
+    }
+}

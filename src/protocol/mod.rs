@@ -1,0 +1,47 @@
+//! The WebSocket protocol, independent of the transport: the frames clients
+//! send ([`client`]), the frames the server sends ([`server`]), and the coded
+//! error every refused frame or command gets. Tables produce these frames;
+//! the WebSocket session only carries them.
+
+pub mod client;
+pub mod server;
+
+pub use client::{parse, ClientFrame};
+pub use server::{ServerFrame, SnapshotState, TurnClock};
+
+use crate::game::RuleError;
+use crate::types::TableId;
+
+/// A rejected frame or command, as the client sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientError {
+    pub code: &'static str,
+    pub message: String,
+    pub owner: Option<String>,
+}
+
+impl ClientError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> ClientError {
+        ClientError {
+            code,
+            message: message.into(),
+            owner: None,
+        }
+    }
+
+    pub fn to_frame(&self, table: Option<&TableId>) -> String {
+        ServerFrame::Error {
+            code: self.code,
+            message: &self.message,
+            table,
+            owner: self.owner.as_deref(),
+        }
+        .to_string()
+    }
+}
+
+impl From<RuleError> for ClientError {
+    fn from(e: RuleError) -> ClientError {
+        ClientError::new(e.code(), e.to_string())
+    }
+}

@@ -1,0 +1,234 @@
+//! Chip movements: buy-ins, cash-outs, hand results, grants and the audit.
+
+use sqlx::Row;
+
+use super::tx::{cash_out_in, insert_ledger, lock_fenced};
+use super::*;
+
+impl Store {
+    /// Wallet → stack, fenced. The table must be open.
+    pub async fn buy_in(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        seat: SeatNo,
+        player: &PlayerId,
+        amount: Chips,
+    ) -> Result<Chips, StoreError> {
+        let amount_db = db_chips(amount)?;
+        let mut tx = self.pool.begin().await?;
+        let current = lock_fenced(&mut tx, id, fence).await?;
+        if current.state != TableState::Open {
+            return Err(StoreError::WrongState(current.state));
+        }
+        let balance: Option<i64> = sqlx::query_scalar(
+            "UPDATE accounts SET balance = balance - $2, updated_at = now() \
+             WHERE player = $1 AND balance >= $2 RETURNING balance",
+        )
+        .bind(&player.0)
+        .bind(amount_db)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(StoreError::from_db)?;
+        let balance = balance.ok_or(StoreError::InsufficientFunds)?;
+        sqlx::query("INSERT INTO seats (table_id, seat, player, stack) VALUES ($1, $2, $3, $4)")
+            .bind(id.as_str())
+            .bind(i16::from(seat))
+            .bind(&player.0)
+            .bind(amount_db)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_db)?;
+        insert_ledger(
+            &mut tx,
+            LedgerKind::BuyIn,
+            &player.0,
+            id,
+            None,
+            fence,
+            -amount_db,
+            amount_db,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(chips_from_db(balance))
+    }
+
+    /// Stack → wallet for the listed seats, fenced; the stack must be what
+    /// the table says it is.
+    pub async fn cash_out(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        outs: &[CashOut],
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        lock_fenced(&mut tx, id, fence).await?;
+        cash_out_in(&mut tx, id, fence, outs, LedgerKind::CashOut).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The boundary write at the end of a hand: one transaction that checks
+    /// the fence, records the hand (its primary key makes a second apply
+    /// impossible), moves every stack from its start to its end value, writes
+    /// the ledger, and cashes out players who left during the hand.
+    pub async fn write_hand(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        owner: &str,
+        summary: &HandSummary,
+        button: Option<SeatNo>,
+        outs: &[CashOut],
+    ) -> Result<(), StoreError> {
+        let hand_db =
+            i64::try_from(summary.hand).map_err(|_| StoreError::BadAmount("hand number".into()))?;
+        let result =
+            serde_json::to_value(summary).map_err(|e| StoreError::Inconsistent(e.to_string()))?;
+        // Chips move between seats only: a summary that creates or destroys
+        // chips is refused before it can touch a wallet or a stack (I3).
+        let mut net: i128 = 0;
+        for s in &summary.seats {
+            net += i128::from(delta(s.start_stack, s.end_stack)?);
+        }
+        if net != 0 {
+            return Err(StoreError::Inconsistent(format!(
+                "hand {} does not conserve chips: stacks change by {net}",
+                summary.hand
+            )));
+        }
+        let mut tx = self.pool.begin().await?;
+        lock_fenced(&mut tx, id, fence).await?;
+        sqlx::query("INSERT INTO hands (table_id, hand_no, fence, owner, result) VALUES ($1, $2, $3, $4, $5)")
+            .bind(id.as_str())
+            .bind(hand_db)
+            .bind(fence.as_db())
+            .bind(owner)
+            .bind(result)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| match StoreError::from_db(e) {
+                StoreError::HandAlreadyApplied(_) => StoreError::HandAlreadyApplied(summary.hand),
+                other => other,
+            })?;
+        for s in &summary.seats {
+            let d = delta(s.start_stack, s.end_stack)?;
+            let updated = sqlx::query(
+                "UPDATE seats SET stack = $4 WHERE table_id = $1 AND seat = $2 AND player = $3 AND stack = $5",
+            )
+            .bind(id.as_str())
+            .bind(i16::from(s.seat))
+            .bind(&s.player.0)
+            .bind(db_chips(s.end_stack)?)
+            .bind(db_chips(s.start_stack)?)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_db)?;
+            if updated.rows_affected() != 1 {
+                return Err(StoreError::Inconsistent(format!(
+                    "seat {} ({}) did not hold {} chips at the start of hand {}",
+                    s.seat, s.player.0, s.start_stack, summary.hand
+                )));
+            }
+            if d != 0 {
+                insert_ledger(
+                    &mut tx,
+                    LedgerKind::Hand,
+                    &s.player.0,
+                    id,
+                    Some(hand_db),
+                    fence,
+                    0,
+                    d,
+                )
+                .await?;
+            }
+        }
+        sqlx::query("UPDATE tables SET hand_no = GREATEST(hand_no, $2), button = $3, updated_at = now() WHERE id = $1")
+            .bind(id.as_str())
+            .bind(hand_db)
+            .bind(button.map(i16::from))
+            .execute(&mut *tx)
+            .await?;
+        cash_out_in(&mut tx, id, fence, outs, LedgerKind::CashOut).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Burns a voided hand's number so it is never dealt twice.
+    pub async fn record_void(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        hand: u64,
+    ) -> Result<(), StoreError> {
+        let hand_db =
+            i64::try_from(hand).map_err(|_| StoreError::BadAmount("hand number".into()))?;
+        let mut tx = self.pool.begin().await?;
+        lock_fenced(&mut tx, id, fence).await?;
+        sqlx::query(
+            "UPDATE tables SET hand_no = GREATEST(hand_no, $2), updated_at = now() WHERE id = $1",
+        )
+        .bind(id.as_str())
+        .bind(hand_db)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn grant(&self, player: &str, chips: Chips) -> Result<Chips, StoreError> {
+        let amount = db_chips(chips)?;
+        let mut tx = self.pool.begin().await?;
+        let balance: i64 = sqlx::query_scalar(
+            "INSERT INTO accounts (player, balance, granted) VALUES ($1, $2, $2) \
+             ON CONFLICT (player) DO UPDATE SET balance = accounts.balance + $2, \
+             granted = accounts.granted + $2, updated_at = now() RETURNING balance",
+        )
+        .bind(player)
+        .bind(amount)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(StoreError::from_db)?;
+        sqlx::query("INSERT INTO ledger (kind, player, wallet_delta) VALUES ($1, $2, $3)")
+            .bind(LedgerKind::Grant)
+            .bind(player)
+            .bind(amount)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(chips_from_db(balance))
+    }
+
+    pub async fn balance(&self, player: &str) -> Result<Option<Chips>, StoreError> {
+        let v: Option<i64> = sqlx::query_scalar("SELECT balance FROM accounts WHERE player = $1")
+            .bind(player)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(v.map(chips_from_db))
+    }
+
+    /// Wallets + stacks − grants, read in one snapshot.
+    pub async fn audit(&self) -> Result<Audit, StoreError> {
+        let row = sqlx::query(
+            "SELECT (SELECT COALESCE(SUM(balance), 0) FROM accounts)::TEXT AS wallets, \
+                    (SELECT COALESCE(SUM(stack), 0) FROM seats)::TEXT AS stacks, \
+                    (SELECT COALESCE(SUM(granted), 0) FROM accounts)::TEXT AS granted",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let num = |name: &str| -> Result<i128, StoreError> {
+            let s: String = row.try_get(name)?;
+            s.parse()
+                .map_err(|_| StoreError::Inconsistent(format!("{name} = {s}")))
+        };
+        let (wallets, stacks, granted) = (num("wallets")?, num("stacks")?, num("granted")?);
+        Ok(Audit {
+            wallets,
+            stacks,
+            granted,
+            delta: wallets + stacks - granted,
+        })
+    }
+}

@@ -1,0 +1,274 @@
+//! The `tables` rows: creation, reads, the fence stamp, state transitions,
+//! disposal and the audit trail of transitions.
+
+use sqlx::Row;
+
+use super::tx::{cash_out_in, insert_event, lock_fenced, lock_table, move_state, seat_rows, Step};
+use super::*;
+
+impl Store {
+    pub async fn create_table(
+        &self,
+        env: &str,
+        id: &TableId,
+        config: &TableConfig,
+    ) -> Result<TableRow, StoreError> {
+        let config =
+            serde_json::to_value(config).map_err(|e| StoreError::Inconsistent(e.to_string()))?;
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(&format!(
+            "INSERT INTO tables (id, environment, config, state, state_reason) \
+             VALUES ($1, $2, $3, 'released', 'created') RETURNING {TABLE_COLUMNS}"
+        ))
+        .bind(id.as_str())
+        .bind(env)
+        .bind(config)
+        .fetch_one(&mut *tx)
+        .await?;
+        // Born released: no other instance's revive scan picks it up before
+        // its creator has taken the lease (an abandoned creation is hosted
+        // by its first join).
+        insert_event(
+            &mut tx,
+            id,
+            None,
+            TableState::Released,
+            Some(StateReason::Created),
+            None,
+            None,
+        )
+        .await?;
+        tx.commit().await?;
+        table_row(&row)
+    }
+
+    pub async fn table(&self, id: &TableId) -> Result<Option<TableRow>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {TABLE_COLUMNS} FROM tables WHERE id = $1"))
+            .bind(id.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(table_row).transpose()
+    }
+
+    pub async fn tables(&self, env: &str) -> Result<Vec<TableRow>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {TABLE_COLUMNS} FROM tables WHERE environment = $1 ORDER BY created_at, id"
+        ))
+        .bind(env)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(table_row).collect()
+    }
+
+    /// Tables a starting or surviving instance should host: open or draining
+    /// ones, and those released by a shutdown (an idle-evicted table waits
+    /// for its next join instead).
+    pub async fn revivable(&self, env: &str) -> Result<Vec<TableId>, StoreError> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM tables WHERE environment = $1 \
+             AND (state IN ('open', 'draining') OR (state = 'released' AND state_reason = 'shutdown')) \
+             ORDER BY id",
+        )
+        .bind(env)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.iter().filter_map(|s| TableId::parse(s)).collect())
+    }
+
+    pub async fn seats(&self, id: &TableId) -> Result<Vec<SeatRow>, StoreError> {
+        seat_rows(&self.pool, id).await
+    }
+
+    /// The highest token Postgres has seen for the table: the floor below
+    /// which Redis must never issue a fence.
+    pub async fn fence_floor(&self, id: &TableId) -> Result<Fence, StoreError> {
+        let v: Option<i64> =
+            sqlx::query_scalar("SELECT owner_fencing_token FROM tables WHERE id = $1")
+                .bind(id.as_str())
+                .fetch_optional(&self.pool)
+                .await?;
+        v.map(Fence::from_db).ok_or(StoreError::TableNotFound)
+    }
+
+    /// Records a freshly acquired fence as the table's current one. Zero rows
+    /// means a newer owner has stamped already: the caller must release and
+    /// refuse. A table revived after a shutdown or drain becomes open again.
+    pub async fn stamp(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        owner: &str,
+        recover: bool,
+    ) -> Result<TableRow, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let current = lock_table(&mut tx, id).await?;
+        if current.fence >= fence {
+            return Err(StoreError::StaleOwnerBoundaryWrite {
+                table: id.clone(),
+                fence,
+                current: current.fence,
+            });
+        }
+        let reopen = matches!(current.state, TableState::Draining | TableState::Released)
+            || (recover && current.state == TableState::Frozen);
+        let row = sqlx::query(&format!(
+            "UPDATE tables SET owner_fencing_token = $2, owner_instance = $3, updated_at = now(), \
+             state = CASE WHEN $4 THEN 'open' ELSE state END, \
+             state_reason = CASE WHEN $4 THEN NULL ELSE state_reason END \
+             WHERE id = $1 AND owner_fencing_token < $2 RETURNING {TABLE_COLUMNS}"
+        ))
+        .bind(id.as_str())
+        .bind(fence.as_db())
+        .bind(owner)
+        .bind(reopen)
+        .fetch_one(&mut *tx)
+        .await?;
+        let reason = match (reopen, recover) {
+            (true, true) => StateReason::Recovered,
+            (true, false) if current.reason == Some(StateReason::Created) => StateReason::Hosted,
+            (true, false) => StateReason::Revived,
+            _ => StateReason::Acquired,
+        };
+        let to = if reopen {
+            TableState::Open
+        } else {
+            current.state
+        };
+        insert_event(
+            &mut tx,
+            id,
+            Some(current.state),
+            to,
+            Some(reason),
+            Some(owner),
+            Some(fence),
+        )
+        .await?;
+        tx.commit().await?;
+        table_row(&row)
+    }
+
+    /// A fenced state transition (frozen, draining, released, ...).
+    pub async fn transition(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        owner: &str,
+        to: TableState,
+        reason: impl Into<StateReason>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let current = lock_fenced(&mut tx, id, fence).await?;
+        let step = Step {
+            from: current.state,
+            to,
+            reason: reason.into(),
+            owner,
+            fence,
+        };
+        move_state(&mut tx, id, step).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Disposes a frozen table in one fenced transaction, each step audited:
+    /// `frozen → escape` (the in-flight hand is void: stacks stay at the last
+    /// boundary, which is what the seats hold), `→ custody` (every stack goes
+    /// back to its wallet, with ledger rows), `→ closed`. Returns what each
+    /// player got back.
+    pub async fn dispose(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        owner: &str,
+    ) -> Result<Vec<(String, Chips)>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let current = lock_fenced(&mut tx, id, fence).await?;
+        if current.state != TableState::Frozen {
+            return Err(StoreError::WrongState(current.state));
+        }
+        let step = |from, to, reason| Step {
+            from,
+            to,
+            reason,
+            owner,
+            fence,
+        };
+        move_state(
+            &mut tx,
+            id,
+            step(
+                TableState::Frozen,
+                TableState::Escape,
+                StateReason::HandVoided,
+            ),
+        )
+        .await?;
+        let outs: Vec<CashOut> = seat_rows(&mut *tx, id)
+            .await?
+            .into_iter()
+            .map(|s| CashOut {
+                seat: s.seat,
+                player: PlayerId(s.player),
+                stack: s.stack,
+            })
+            .collect();
+        cash_out_in(&mut tx, id, fence, &outs, LedgerKind::Custody).await?;
+        move_state(
+            &mut tx,
+            id,
+            step(
+                TableState::Escape,
+                TableState::Custody,
+                StateReason::StacksReturned,
+            ),
+        )
+        .await?;
+        move_state(
+            &mut tx,
+            id,
+            step(
+                TableState::Custody,
+                TableState::Closed,
+                StateReason::Disposed,
+            ),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(outs.into_iter().map(|o| (o.player.0, o.stack)).collect())
+    }
+
+    /// How many tables of the environment are in each state.
+    pub async fn count_by_state(&self, env: &str) -> Result<Vec<(TableState, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT state, COUNT(*) AS n FROM tables WHERE environment = $1 GROUP BY state",
+        )
+        .bind(env)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("state")?, r.try_get("n")?)))
+            .collect()
+    }
+
+    pub async fn events(&self, id: &TableId) -> Result<Vec<TableEvent>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT at, from_state, to_state, reason, owner, fence FROM table_events WHERE table_id = $1 ORDER BY id",
+        )
+        .bind(id.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TableEvent {
+                    at: r.try_get("at")?,
+                    from: r.try_get("from_state")?,
+                    to: r.try_get("to_state")?,
+                    reason: r.try_get("reason")?,
+                    owner: r.try_get("owner")?,
+                    fence: r.try_get("fence")?,
+                })
+            })
+            .collect()
+    }
+}

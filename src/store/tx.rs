@@ -1,0 +1,198 @@
+//! Steps shared by the fenced transactions: the row lock and fence check,
+//! state and event rows, cash-outs and ledger rows.
+
+use sqlx::{Postgres, Row, Transaction};
+
+use super::*;
+
+pub(super) struct Locked {
+    pub state: TableState,
+    pub reason: Option<StateReason>,
+    pub fence: Fence,
+}
+
+pub(super) async fn lock_table(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+) -> Result<Locked, StoreError> {
+    let row = sqlx::query(
+        "SELECT state, state_reason, owner_fencing_token FROM tables WHERE id = $1 FOR UPDATE",
+    )
+    .bind(id.as_str())
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(StoreError::TableNotFound)?;
+    Ok(Locked {
+        state: row.try_get("state")?,
+        reason: row.try_get("state_reason")?,
+        fence: Fence::from_db(row.try_get("owner_fencing_token")?),
+    })
+}
+
+pub(super) async fn lock_fenced(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+    fence: Fence,
+) -> Result<Locked, StoreError> {
+    let locked = lock_table(tx, id).await?;
+    if locked.fence != fence {
+        return Err(StoreError::StaleOwnerBoundaryWrite {
+            table: id.clone(),
+            fence,
+            current: locked.fence,
+        });
+    }
+    Ok(locked)
+}
+
+/// One audited state change inside a fenced transaction.
+pub(super) struct Step<'a> {
+    pub from: TableState,
+    pub to: TableState,
+    pub reason: StateReason,
+    pub owner: &'a str,
+    pub fence: Fence,
+}
+
+pub(super) async fn move_state(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+    step: Step<'_>,
+) -> Result<(), StoreError> {
+    set_state(tx, id, step.to, Some(step.reason)).await?;
+    insert_event(
+        tx,
+        id,
+        Some(step.from),
+        step.to,
+        Some(step.reason),
+        Some(step.owner),
+        Some(step.fence),
+    )
+    .await
+}
+
+pub(super) async fn seat_rows<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    id: &TableId,
+) -> Result<Vec<SeatRow>, StoreError> {
+    let rows =
+        sqlx::query("SELECT seat, player, stack FROM seats WHERE table_id = $1 ORDER BY seat")
+            .bind(id.as_str())
+            .fetch_all(db)
+            .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(SeatRow {
+                seat: SeatNo::try_from(r.try_get::<i16, _>("seat")?)
+                    .map_err(|_| StoreError::Inconsistent("seat number".into()))?,
+                player: r.try_get("player")?,
+                stack: chips_from_db(r.try_get("stack")?),
+            })
+        })
+        .collect()
+}
+
+async fn set_state(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+    to: TableState,
+    reason: Option<StateReason>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE tables SET state = $2, state_reason = $3, updated_at = now() WHERE id = $1",
+    )
+    .bind(id.as_str())
+    .bind(to)
+    .bind(reason)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn cash_out_in(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+    fence: Fence,
+    outs: &[CashOut],
+    kind: LedgerKind,
+) -> Result<(), StoreError> {
+    for out in outs {
+        let stack = db_chips(out.stack)?;
+        let deleted = sqlx::query(
+            "DELETE FROM seats WHERE table_id = $1 AND seat = $2 AND player = $3 AND stack = $4",
+        )
+        .bind(id.as_str())
+        .bind(i16::from(out.seat))
+        .bind(&out.player.0)
+        .bind(stack)
+        .execute(&mut **tx)
+        .await?;
+        if deleted.rows_affected() != 1 {
+            return Err(StoreError::Inconsistent(format!(
+                "seat {} ({}) does not hold {} chips",
+                out.seat, out.player.0, out.stack
+            )));
+        }
+        sqlx::query(
+            "UPDATE accounts SET balance = balance + $2, updated_at = now() WHERE player = $1",
+        )
+        .bind(&out.player.0)
+        .bind(stack)
+        .execute(&mut **tx)
+        .await
+        .map_err(StoreError::from_db)?;
+        insert_ledger(tx, kind, &out.player.0, id, None, fence, stack, -stack).await?;
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn insert_ledger(
+    tx: &mut Transaction<'_, Postgres>,
+    kind: LedgerKind,
+    player: &str,
+    id: &TableId,
+    hand: Option<i64>,
+    fence: Fence,
+    wallet_delta: i64,
+    stack_delta: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO ledger (kind, player, table_id, hand_no, fence, wallet_delta, stack_delta) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(kind)
+    .bind(player)
+    .bind(id.as_str())
+    .bind(hand)
+    .bind(fence.as_db())
+    .bind(wallet_delta)
+    .bind(stack_delta)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn insert_event(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+    from: Option<TableState>,
+    to: TableState,
+    reason: Option<StateReason>,
+    owner: Option<&str>,
+    fence: Option<Fence>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO table_events (table_id, from_state, to_state, reason, owner, fence) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(id.as_str())
+    .bind(from)
+    .bind(to)
+    .bind(reason)
+    .bind(owner)
+    .bind(fence.map(Fence::as_db))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
