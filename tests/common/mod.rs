@@ -21,7 +21,7 @@
 //! - `ws`: a player's WebSocket connection (`WsClient`).
 //! - `wait`: `eventually`, polling with a deadline.
 //! - `process`: what the `redis-server` and `pitboss` children share:
-//!   spawning, captured output, signals.
+//!   spawning, captured output, signals, kill and reap on drop.
 //!
 //! Every test binary compiles this module on its own and uses only part of
 //! it, hence `dead_code` is allowed for the whole harness.

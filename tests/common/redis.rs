@@ -3,14 +3,13 @@
 //! shared one must never suffer.
 
 use std::net::TcpListener;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::process::{guarded_command, lock, send_signal, spawn_reader};
-use super::wait::POLL;
+use super::process::{guarded_command, send_signal, Output, Process};
+use super::wait::{poll_until, POLL};
 
 const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 
@@ -99,11 +98,11 @@ pub async fn clear_env_keys(url: &str, env: &str) {
 }
 
 /// A `redis-server` of the test's own on a free port, for faults the shared
-/// Redis must never suffer: stop, crash, pause, restart.
+/// Redis must never suffer: stop, crash, pause, restart. Killed on drop.
 pub struct PrivateRedis {
     pub port: u16,
-    child: Option<Child>,
-    logs: Arc<Mutex<Vec<String>>>,
+    child: Option<Process>,
+    output: Output,
 }
 
 impl PrivateRedis {
@@ -114,13 +113,13 @@ impl PrivateRedis {
             let mut redis = PrivateRedis {
                 port: free_port(),
                 child: None,
-                logs: Arc::new(Mutex::new(Vec::new())),
+                output: Output::default(),
             };
             if redis.spawn_and_wait(Duration::from_secs(10)).await {
                 return redis;
             }
             // Most likely another process took the port in between.
-            last_logs = lock(&redis.logs).clone();
+            last_logs = redis.logs();
         }
         panic!(
             "could not start a private redis-server after 5 ports; last output:\n{}",
@@ -134,19 +133,16 @@ impl PrivateRedis {
 
     /// The server's own output so far.
     pub fn logs(&self) -> Vec<String> {
-        lock(&self.logs).clone()
+        self.output.lines()
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
+        self.child.as_ref().map(Process::pid)
     }
 
     /// True while the process has not exited.
     pub fn is_running(&mut self) -> bool {
-        match self.child.as_mut() {
-            Some(c) => matches!(c.try_wait(), Ok(None)),
-            None => false,
-        }
+        self.child.as_mut().is_some_and(|c| c.poll().is_none())
     }
 
     /// Graceful stop (SIGTERM, SIGKILL after 5 s); returns once the process
@@ -201,45 +197,25 @@ impl PrivateRedis {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        if matches!(child.try_wait(), Ok(Some(_))) {
+        if child.poll().is_some() {
             return;
         }
         // A paused server would never act on SIGTERM.
-        let _ = send_signal(child.id(), Signal::SIGCONT);
-        let _ = send_signal(child.id(), sig);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if matches!(child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            tokio::time::sleep(POLL).await;
+        let _ = send_signal(child.pid(), Signal::SIGCONT);
+        let _ = send_signal(child.pid(), sig);
+        if poll_until(Duration::from_secs(5), POLL, || child.poll())
+            .await
+            .is_none()
+        {
+            child.kill();
         }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 
     /// Spawns on `self.port`; true once it answers PING, false (child
     /// reaped) if it exits or stays silent for `timeout`.
     async fn spawn_and_wait(&mut self, timeout: Duration) -> bool {
-        let mut cmd = guarded_command("redis-server");
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--daemonize", "no", "--protected-mode", "no"])
-            .arg("--dir")
-            .arg(std::env::temp_dir())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
+        let (child, _readers) = Process::spawn(&mut self.command(), &self.output, None)
             .unwrap_or_else(|e| panic!("spawn redis-server (run scripts/services.sh?): {e}"));
-        if let Some(out) = child.stdout.take() {
-            spawn_reader(out, self.logs.clone(), None);
-        }
-        if let Some(err) = child.stderr.take() {
-            spawn_reader(err, self.logs.clone(), None);
-        }
         self.child = Some(child);
         let url = self.url();
         let deadline = Instant::now() + timeout;
@@ -256,14 +232,15 @@ impl PrivateRedis {
         self.kill().await;
         false
     }
-}
 
-impl Drop for PrivateRedis {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = send_signal(child.id(), Signal::SIGCONT);
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+    fn command(&self) -> Command {
+        let mut cmd = guarded_command("redis-server");
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--daemonize", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(std::env::temp_dir());
+        cmd
     }
 }

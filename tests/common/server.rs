@@ -4,17 +4,17 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
 use super::db::TestDb;
-use super::process::{guarded_command, lock, send_signal, spawn_reader, strip_ansi};
+use super::process::{guarded_command, lock, strip_ansi, Output, Process};
 use super::redis::shared_redis_url;
-use super::wait::{eventually, POLL};
+use super::wait::{eventually, poll_until, POLL};
 
 /// Secret every test server signs player tokens with; `mint_token` uses it too.
 pub const AUTH_SECRET: &str = "test-secret";
@@ -158,6 +158,28 @@ impl ServerConfig {
         self.extra_env.push((key.into(), value.into()));
         self
     }
+
+    /// `pitboss serve` with this configuration, on a port of its choosing
+    /// on loopback.
+    fn command(&self) -> Command {
+        let mut cmd = pitboss_command(true);
+        cmd.arg("serve")
+            .env("PITBOSS_ENV", "test")
+            .env("PITBOSS__HTTP__HOST", "127.0.0.1")
+            .env("PITBOSS__HTTP__PORT", "0")
+            .env("PITBOSS__DATABASE__URL", &self.db_url)
+            .env("PITBOSS__REDIS__URL", &self.redis_url)
+            .env("PITBOSS__INSTANCE__ID", &self.instance_id)
+            .env("PITBOSS__INSTANCE__ENVIRONMENT", &self.environment)
+            .env("PITBOSS__LEASE__TTL_MS", self.ttl_ms.to_string())
+            .env("PITBOSS__AUTH__SECRET", AUTH_SECRET)
+            .env("PITBOSS__ADMIN__TOKEN", ADMIN_TOKEN)
+            .env("RUST_LOG", "info");
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
 }
 
 /// Why a server did not come up: it exited (status set) or never logged
@@ -185,32 +207,34 @@ impl std::fmt::Display for StartFailure {
     }
 }
 
-struct ChildState {
-    child: Child,
+/// Ends a server that did not come up and collects what it printed.
+async fn start_failure(
     status: Option<ExitStatus>,
-}
-
-impl ChildState {
-    fn poll(&mut self) -> Option<ExitStatus> {
-        if self.status.is_none() {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                self.status = Some(s);
-            }
-        }
-        self.status
+    mut process: Process,
+    readers: Vec<JoinHandle<()>>,
+    output: Output,
+) -> StartFailure {
+    process.kill();
+    // Let the readers catch the last lines before reporting.
+    poll_until(Duration::from_secs(2), POLL, || {
+        readers.iter().all(|r| r.is_finished()).then_some(())
+    })
+    .await;
+    StartFailure {
+        status,
+        logs: output.lines(),
     }
 }
 
 /// A running `pitboss serve`. Killed (SIGCONT, then SIGKILL) on drop.
 pub struct Server {
-    state: Mutex<ChildState>,
+    process: Mutex<Process>,
     pid: u32,
     pub addr: SocketAddr,
     /// `http://<addr>`
     pub http: String,
     pub cfg: ServerConfig,
-    logs: Arc<Mutex<Vec<String>>>,
-    readers: Vec<JoinHandle<()>>,
+    output: Output,
     pub(super) client: reqwest::Client,
 }
 
@@ -226,77 +250,26 @@ impl Server {
 
     /// Like `start`, but hands a failure back (e.g. to test config errors).
     pub async fn try_start(cfg: ServerConfig) -> Result<Server, StartFailure> {
-        let mut cmd = pitboss_command(true);
-        cmd.arg("serve")
-            .env("PITBOSS_ENV", "test")
-            .env("PITBOSS__HTTP__HOST", "127.0.0.1")
-            .env("PITBOSS__HTTP__PORT", "0")
-            .env("PITBOSS__DATABASE__URL", &cfg.db_url)
-            .env("PITBOSS__REDIS__URL", &cfg.redis_url)
-            .env("PITBOSS__INSTANCE__ID", &cfg.instance_id)
-            .env("PITBOSS__INSTANCE__ENVIRONMENT", &cfg.environment)
-            .env("PITBOSS__LEASE__TTL_MS", cfg.ttl_ms.to_string())
-            .env("PITBOSS__AUTH__SECRET", AUTH_SECRET)
-            .env("PITBOSS__ADMIN__TOKEN", ADMIN_TOKEN)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in &cfg.extra_env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd
-            .spawn()
+        let output = Output::default();
+        let echo = Some(cfg.instance_id.clone());
+        let (mut process, readers) = Process::spawn(&mut cfg.command(), &output, echo)
             .unwrap_or_else(|e| panic!("spawn {}: {e}", pitboss_bin()));
-        let pid = child.id();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let mut readers = Vec::new();
-        let prefix = Some(cfg.instance_id.clone());
-        if let Some(out) = child.stdout.take() {
-            readers.push(spawn_reader(out, logs.clone(), prefix.clone()));
-        }
-        if let Some(err) = child.stderr.take() {
-            readers.push(spawn_reader(err, logs.clone(), prefix));
-        }
-        let mut state = ChildState {
-            child,
-            status: None,
-        };
+        let pid = process.pid();
 
-        let deadline = Instant::now() + START_TIMEOUT;
         let mut scanned = 0;
-        let found = loop {
-            let found = {
-                let lines = lock(&logs);
-                let hit = lines[scanned..].iter().find_map(|l| parse_addr_field(l));
-                scanned = lines.len();
-                hit
-            };
-            if let Some(addr) = found {
-                break Ok(addr);
+        let found = poll_until(START_TIMEOUT, POLL, || {
+            if let Some(addr) = output.scan(&mut scanned, parse_addr_field) {
+                return Some(Ok(addr));
             }
-            if let Some(status) = state.poll() {
-                break Err(Some(status));
-            }
-            if Instant::now() >= deadline {
-                break Err(None);
-            }
-            tokio::time::sleep(POLL).await;
-        };
+            process.poll().map(Err)
+        })
+        .await;
         let addr = match found {
-            Ok(addr) => addr,
-            Err(status) => {
-                if status.is_none() {
-                    let _ = send_signal(pid, Signal::SIGCONT);
-                    let _ = state.child.kill();
-                    let _ = state.child.wait();
-                }
-                // Let the readers catch the last lines before reporting.
-                let until = Instant::now() + Duration::from_secs(2);
-                while readers.iter().any(|r| !r.is_finished()) && Instant::now() < until {
-                    tokio::time::sleep(POLL).await;
-                }
-                let logs = lock(&logs).clone();
-                return Err(StartFailure { status, logs });
+            Some(Ok(addr)) => addr,
+            // It exited first (its status), or stayed silent past the deadline.
+            failed => {
+                let status = failed.and_then(Result::err);
+                return Err(start_failure(status, process, readers, output).await);
             }
         };
         // A server told to bind a wildcard is still reached over loopback.
@@ -310,13 +283,12 @@ impl Server {
             .build()
             .expect("build reqwest client");
         Ok(Server {
-            state: Mutex::new(state),
+            process: Mutex::new(process),
             pid,
             addr,
             http: format!("http://{addr}"),
             cfg,
-            logs,
-            readers,
+            output,
             client,
         })
     }
@@ -326,12 +298,9 @@ impl Server {
     }
 
     fn signal(&self, sig: Signal) {
-        let mut st = lock(&self.state);
-        // Once reaped the pid may belong to someone else.
-        if st.poll().is_some() {
-            return;
-        }
-        send_signal(self.pid, sig).unwrap_or_else(|e| panic!("{sig} to pitboss: {e}"));
+        lock(&self.process)
+            .signal(sig)
+            .unwrap_or_else(|e| panic!("{sig} to pitboss: {e}"));
     }
 
     pub fn sigterm(&self) {
@@ -358,47 +327,25 @@ impl Server {
 
     /// True while the process has not exited.
     pub fn is_running(&self) -> bool {
-        lock(&self.state).poll().is_none()
+        lock(&self.process).poll().is_none()
     }
 
     /// The exit status, or `None` if it is still running after `timeout`.
     pub async fn wait_exit(&self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(s) = lock(&self.state).poll() {
-                return Some(s);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        poll_until(timeout, POLL, || lock(&self.process).poll()).await
     }
 
     /// Everything the process printed so far (stdout and stderr, colour
     /// stripped), one entry per line.
     pub fn logs(&self) -> Vec<String> {
-        lock(&self.logs).clone()
+        self.output.lines()
     }
 
     pub fn logs_contain(&self, needle: &str) -> bool {
-        lock(&self.logs).iter().any(|l| l.contains(needle))
+        self.output.contains(needle)
     }
 
     pub async fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
         eventually(timeout, POLL, || async { self.logs_contain(needle) }).await
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let mut st = lock(&self.state);
-        if st.poll().is_none() {
-            // SIGKILL ends a stopped process too, but a SIGCONT first keeps
-            // the order of events the same on every kernel.
-            let _ = send_signal(self.pid, Signal::SIGCONT);
-            let _ = st.child.kill();
-            let _ = st.child.wait();
-        }
     }
 }

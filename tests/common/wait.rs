@@ -13,13 +13,36 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
+    let found = poll_for(timeout, every, || {
+        let ready = f();
+        async move { ready.await.then_some(()) }
+    })
+    .await;
+    found.is_some()
+}
+
+/// Calls `check` every `every` until it gives a value (→ that value) or
+/// `timeout` passes (→ `None`). `check` always runs at least once.
+pub(super) async fn poll_until<T>(
+    timeout: Duration,
+    every: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    poll_for(timeout, every, || std::future::ready(check())).await
+}
+
+async fn poll_for<T, F, Fut>(timeout: Duration, every: Duration, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
     let deadline = Instant::now() + timeout;
     loop {
-        if f().await {
-            return true;
+        if let Some(found) = f().await {
+            return Some(found);
         }
         if Instant::now() >= deadline {
-            return false;
+            return None;
         }
         tokio::time::sleep(every).await;
     }
