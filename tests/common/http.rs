@@ -1,6 +1,7 @@
 //! HTTP against a test server: any request, and the admin API calls tests
 //! make again and again, each checking the status it must answer with.
 
+use reqwest::Method;
 use serde_json::{json, Value};
 
 use super::server::{Server, ADMIN_TOKEN};
@@ -21,7 +22,7 @@ impl Server {
     /// Any request; the body as text.
     pub async fn request(
         &self,
-        method: reqwest::Method,
+        method: Method,
         path: &str,
         bearer: Option<&str>,
         body: Option<&Value>,
@@ -48,54 +49,61 @@ impl Server {
 
     /// Unauthenticated GET; the body as text.
     pub async fn get(&self, path: &str) -> (u16, String) {
-        self.request(reqwest::Method::GET, path, None, None).await
+        self.request(Method::GET, path, None, None).await
     }
 
     pub async fn admin_get(&self, path: &str) -> (u16, Value) {
-        let (status, text) = self
-            .request(reqwest::Method::GET, path, Some(ADMIN_TOKEN), None)
-            .await;
-        (status, body_json(text))
+        self.admin(Method::GET, path, None).await
     }
 
     pub async fn admin_post(&self, path: &str, body: Value) -> (u16, Value) {
-        let (status, text) = self
-            .request(reqwest::Method::POST, path, Some(ADMIN_TOKEN), Some(&body))
-            .await;
-        (status, body_json(text))
+        self.admin(Method::POST, path, Some(&body)).await
     }
 
     /// `POST /admin/tables`, expecting 201; the table view.
     pub async fn create_table(&self, config: Value) -> Value {
-        let (status, view) = self.admin_post("/admin/tables", config.clone()).await;
-        assert_eq!(
-            status, 201,
-            "POST /admin/tables {config} -> {status} {view}"
-        );
-        view
+        self.admin_expect(Method::POST, "/admin/tables", Some(&config), 201)
+            .await
     }
 
     /// `POST /admin/players/{player}/grant`, expecting 200; `{player, balance}`.
     pub async fn grant(&self, player: &str, chips: i64) -> Value {
         let path = format!("/admin/players/{player}/grant");
-        let (status, body) = self.admin_post(&path, json!({ "chips": chips })).await;
-        assert_eq!(status, 200, "POST {path} {chips} -> {status} {body}");
-        body
+        let body = json!({ "chips": chips });
+        self.admin_expect(Method::POST, &path, Some(&body), 200)
+            .await
     }
 
     /// `GET /admin/tables/{id}`, expecting 200; the table view.
     pub async fn table(&self, id: &str) -> Value {
         let path = format!("/admin/tables/{id}");
-        let (status, body) = self.admin_get(&path).await;
-        assert_eq!(status, 200, "GET {path} -> {status} {body}");
-        body
+        self.admin_expect(Method::GET, &path, None, 200).await
     }
 
     /// `GET /admin/audit`, expecting 200.
     pub async fn audit(&self) -> Value {
-        let (status, body) = self.admin_get("/admin/audit").await;
-        assert_eq!(status, 200, "GET /admin/audit -> {status} {body}");
-        body
+        self.admin_expect(Method::GET, "/admin/audit", None, 200)
+            .await
+    }
+
+    /// A request with the admin token; the body as JSON.
+    async fn admin(&self, method: Method, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let (status, text) = self.request(method, path, Some(ADMIN_TOKEN), body).await;
+        (status, body_json(text))
+    }
+
+    /// Like `admin`, asserting the answer's status is `want`; the body.
+    async fn admin_expect(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        want: u16,
+    ) -> Value {
+        let (status, answer) = self.admin(method.clone(), path, body).await;
+        let sent = body.map(|b| format!(" {b}")).unwrap_or_default();
+        assert_eq!(status, want, "{method} {path}{sent} -> {status} {answer}");
+        answer
     }
 }
 
