@@ -33,8 +33,9 @@ fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A command for the pitboss binary with no `PITBOSS*` variables inherited
-/// from the developer's shell, so a stray setting never changes a test.
+/// A command for the pitboss binary in the test environment, with the test
+/// secret and admin token, and no other `PITBOSS*` variables inherited from
+/// the developer's shell, so a stray setting never changes a test.
 fn pitboss_command(guarded: bool) -> Command {
     let mut cmd = if guarded {
         guarded_command(pitboss_bin())
@@ -47,6 +48,9 @@ fn pitboss_command(guarded: bool) -> Command {
             cmd.env_remove(key);
         }
     }
+    cmd.env("PITBOSS_ENV", "test")
+        .env("PITBOSS__AUTH__SECRET", AUTH_SECRET)
+        .env("PITBOSS__ADMIN__TOKEN", ADMIN_TOKEN);
     cmd
 }
 
@@ -90,9 +94,6 @@ pub fn parse_addr_field(line: &str) -> Option<SocketAddr> {
 pub fn mint_token(player: &str) -> String {
     let out = pitboss_command(false)
         .args(["token", player])
-        .env("PITBOSS_ENV", "test")
-        .env("PITBOSS__AUTH__SECRET", AUTH_SECRET)
-        .env("PITBOSS__ADMIN__TOKEN", ADMIN_TOKEN)
         .output()
         .unwrap_or_else(|e| panic!("run {} token {player}: {e}", pitboss_bin()));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -164,7 +165,6 @@ impl ServerConfig {
     fn command(&self) -> Command {
         let mut cmd = pitboss_command(true);
         cmd.arg("serve")
-            .env("PITBOSS_ENV", "test")
             .env("PITBOSS__HTTP__HOST", "127.0.0.1")
             .env("PITBOSS__HTTP__PORT", "0")
             .env("PITBOSS__DATABASE__URL", &self.db_url)
@@ -172,8 +172,6 @@ impl ServerConfig {
             .env("PITBOSS__INSTANCE__ID", &self.instance_id)
             .env("PITBOSS__INSTANCE__ENVIRONMENT", &self.environment)
             .env("PITBOSS__LEASE__TTL_MS", self.ttl_ms.to_string())
-            .env("PITBOSS__AUTH__SECRET", AUTH_SECRET)
-            .env("PITBOSS__ADMIN__TOKEN", ADMIN_TOKEN)
             .env("RUST_LOG", "info");
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
