@@ -7,6 +7,12 @@ use sqlx::{Connection, PgConnection};
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
+/// The Postgres the test databases are created on: `PITBOSS_TEST_PG_URL` or
+/// the local one. Connect to it to look at databases from the outside.
+pub fn admin_pg_url() -> String {
+    std::env::var("PITBOSS_TEST_PG_URL").unwrap_or_else(|_| DEFAULT_PG_URL.into())
+}
+
 /// `url` with its database name replaced by `db` (query string kept).
 pub fn with_database(url: &str, db: &str) -> String {
     let (base, query) = match url.split_once('?') {
@@ -38,7 +44,7 @@ pub struct TestDb {
 /// Creates `pitboss_t_<uuid>` on the test Postgres. The schema is empty: the
 /// pitboss binary applies its migrations when a server starts.
 pub async fn test_db() -> TestDb {
-    let admin_url = std::env::var("PITBOSS_TEST_PG_URL").unwrap_or_else(|_| DEFAULT_PG_URL.into());
+    let admin_url = admin_pg_url();
     let name = format!("pitboss_t_{}", uuid::Uuid::new_v4().simple());
     let mut admin = PgConnection::connect(&admin_url).await.unwrap_or_else(|e| {
         panic!("connect to test Postgres at {admin_url} (run scripts/services.sh?): {e}")
@@ -89,13 +95,18 @@ impl TestDb {
         }
         self.dropped = true;
         self.pool.close().await;
-        if let Err(e) = drop_database(&self.admin_url, &self.name).await {
-            eprintln!("warning: could not drop test database {}: {e}", self.name);
-        }
+        drop_database(&self.admin_url, &self.name).await;
     }
 }
 
-async fn drop_database(admin_url: &str, name: &str) -> Result<(), sqlx::Error> {
+/// Drops `name`; a failure is reported on stderr.
+async fn drop_database(admin_url: &str, name: &str) {
+    if let Err(e) = try_drop_database(admin_url, name).await {
+        eprintln!("warning: could not drop test database {name}: {e}");
+    }
+}
+
+async fn try_drop_database(admin_url: &str, name: &str) -> Result<(), sqlx::Error> {
     let mut admin = PgConnection::connect(admin_url).await?;
     sqlx::query(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
@@ -136,9 +147,7 @@ impl Drop for TestDb {
                     return;
                 }
             };
-            if let Err(e) = rt.block_on(drop_database(&admin_url, &name)) {
-                eprintln!("warning: could not drop test database {name}: {e}");
-            }
+            rt.block_on(drop_database(&admin_url, &name));
         });
         let _ = cleanup.join();
     }

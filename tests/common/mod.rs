@@ -38,7 +38,7 @@ mod ws;
 // Each test binary names only some of these; the rest are unused there.
 #[allow(unused_imports)]
 pub use self::{
-    db::{test_db, with_database, TestDb},
+    db::{admin_pg_url, test_db, with_database, TestDb},
     http::table_config,
     process::strip_ansi,
     redis::{
