@@ -10,11 +10,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use sqlx::{Connection, PgConnection};
 
-fn admin_pg_url() -> String {
-    std::env::var("PITBOSS_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
 async fn database_exists(name: &str) -> bool {
     let mut admin = PgConnection::connect(&admin_pg_url())
         .await
