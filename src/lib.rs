@@ -13,7 +13,6 @@
 
 pub mod actors;
 pub mod auth;
-pub mod bots;
 pub mod config;
 pub mod game;
 pub mod http;
