@@ -4,13 +4,17 @@
 FROM rust:1-bookworm AS builder
 WORKDIR /build
 
-# Dependencies first, in a layer of their own: it is rebuilt only when the
-# manifest or the lock file changes, not on every source edit.
+# Dependencies first, in a layer of their own: it is rebuilt only when a
+# manifest or the lock file changes, not on every source edit. Cargo reads
+# every workspace member's manifest, so each gets placeholder targets; the
+# image builds and ships only the server, and the load generator
+# (crates/pitboss-bots) keeps its placeholder.
 COPY Cargo.toml Cargo.lock ./
+COPY crates/pitboss-bots/Cargo.toml crates/pitboss-bots/
 COPY scripts/docker-stub-targets.sh /usr/local/bin/docker-stub-targets
 RUN set -eux; \
-    sh /usr/local/bin/docker-stub-targets Cargo.toml; \
-    cargo build --release --locked --bin pitboss; \
+    sh /usr/local/bin/docker-stub-targets Cargo.toml crates/pitboss-bots/Cargo.toml; \
+    cargo build --release --locked -p pitboss; \
     rm -rf src
 
 COPY src ./src
@@ -21,7 +25,7 @@ COPY static ./static
 # mtime makes cargo rebuild the crate instead of shipping the placeholder.
 RUN set -eux; \
     find src -name '*.rs' -exec touch {} +; \
-    cargo build --release --locked --bin pitboss; \
+    cargo build --release --locked -p pitboss; \
     cp target/release/pitboss /usr/local/bin/pitboss
 
 # ---- run ---------------------------------------------------------------------

@@ -15,6 +15,11 @@ type HmacSha256 = Hmac<Sha256>;
 /// How long a minted token is valid.
 pub const TOKEN_LIFETIME_SECS: i64 = 30 * 24 * 3600;
 
+/// When a token minted at `now_unix` expires, in unix seconds.
+pub fn expires_at(now_unix: i64) -> i64 {
+    now_unix.saturating_add(TOKEN_LIFETIME_SECS)
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct Claims {
     sub: String,
@@ -55,7 +60,7 @@ impl TokenSigner {
         }
         let claims = Claims {
             sub: player.to_string(),
-            exp: now_unix.saturating_add(TOKEN_LIFETIME_SECS),
+            exp: expires_at(now_unix),
         };
         let payload = serde_json::to_vec(&claims).map_err(|_| TokenError::Malformed)?;
         let mut mac = self.mac();

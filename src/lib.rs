@@ -14,7 +14,6 @@
 
 pub mod actors;
 pub mod auth;
-pub mod bots;
 pub mod config;
 pub mod game;
 pub mod http;

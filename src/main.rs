@@ -4,7 +4,7 @@ use pitboss::auth::{now_unix, TokenSigner};
 use pitboss::config::Settings;
 use pitboss::startup::Application;
 
-const USAGE: &str = "usage: pitboss [serve] | pitboss token <player> | pitboss bots --help";
+const USAGE: &str = "usage: pitboss [serve] | pitboss token <player>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -23,7 +23,6 @@ fn main() -> ExitCode {
     {
         [] | ["serve"] => serve(settings),
         ["token", player] => token(&settings, player),
-        ["bots", rest @ ..] => pitboss::bots::main(&settings, rest),
         ["-h" | "--help" | "help"] => {
             println!("{USAGE}");
             ExitCode::SUCCESS

@@ -1,17 +1,31 @@
-//! `pitboss bots` against a real server: the load generator plays whole
+//! `pitboss-bots` against a real server: the load generator plays whole
 //! hands through the public API, leaves every seat at the end, and the chip
 //! audit — its own and the server's — balances.
 
 mod common;
 
 use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Server, ServerConfig};
 use serde_json::Value;
 
-/// What one `pitboss bots` run printed and how it ended.
+/// The `pitboss-bots` binary: another package of the workspace, so cargo
+/// names no `CARGO_BIN_EXE_` for it here; it is built beside the server.
+fn bots_bin() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_pitboss")).with_file_name("pitboss-bots");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it with cargo build --workspace \
+         (scripts/test.sh runs cargo nextest run --workspace --all-targets, which does)",
+        bin.display()
+    );
+    bin
+}
+
+/// What one `pitboss-bots` run printed and how it ended.
 struct BotsRun {
     status: ExitStatus,
     stdout: String,
@@ -35,13 +49,12 @@ impl BotsRun {
     }
 }
 
-/// Runs the real binary's `bots` subcommand against `server`, with the test
-/// secrets and nothing inherited from the developer's `PITBOSS*` variables;
+/// Runs the real `pitboss-bots` binary against `server`, with the test admin
+/// token and nothing inherited from the developer's `PITBOSS*` variables;
 /// killed if it outlives `limit`.
 async fn run_bots(server: &Server, args: &[&str], limit: Duration) -> BotsRun {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pitboss"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::null())
+    let mut cmd = Command::new(bots_bin());
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for (key, _) in std::env::vars_os() {
@@ -49,13 +62,10 @@ async fn run_bots(server: &Server, args: &[&str], limit: Duration) -> BotsRun {
             cmd.env_remove(key);
         }
     }
-    cmd.env("PITBOSS_ENV", "test")
-        .env("PITBOSS__AUTH__SECRET", common::AUTH_SECRET)
-        .env("PITBOSS__ADMIN__TOKEN", common::ADMIN_TOKEN)
-        .arg("bots")
+    cmd.env("PITBOSS__ADMIN__TOKEN", common::ADMIN_TOKEN)
         .args(["--url", &server.http])
         .args(args);
-    let mut child = cmd.spawn().expect("spawn pitboss bots");
+    let mut child = cmd.spawn().expect("spawn pitboss-bots");
     // Readers on their own threads, so a full pipe never blocks the child.
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
@@ -80,19 +90,19 @@ async fn run_bots(server: &Server, args: &[&str], limit: Duration) -> BotsRun {
     );
     let deadline = Instant::now() + limit;
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for pitboss bots") {
+        if let Some(status) = child.try_wait().expect("wait for pitboss-bots") {
             break status;
         }
         if Instant::now() >= deadline {
             let _ = child.kill();
-            let status = child.wait().expect("reap pitboss bots");
+            let status = child.wait().expect("reap pitboss-bots");
             let run = BotsRun {
                 status,
                 stdout: out.join().unwrap_or_default(),
                 stderr: err.join().unwrap_or_default(),
             };
             panic!(
-                "pitboss bots still ran after {}s\n{}",
+                "pitboss-bots still ran after {}s\n{}",
                 limit.as_secs(),
                 run.dump()
             );

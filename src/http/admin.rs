@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::{ApiError, AppState};
 use crate::actors::table_manager::{Dispose, HostError, IsHosted, LoadOrCreate, Recover};
+use crate::auth::{expires_at, now_unix};
 use crate::game::{Chips, TableConfig};
 use crate::store::{StoreError, TableRow};
 use crate::types::{valid_player_name, TableId, TableState};
@@ -22,6 +23,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/tables/{id}/recover", web::post().to(recover_table))
         .route("/tables/{id}/dispose", web::post().to(dispose_table))
         .route("/players/{player}/grant", web::post().to(grant))
+        .route("/players/{player}/token", web::post().to(player_token))
         .route("/players/{player}", web::get().to(player))
         .route("/audit", web::get().to(audit));
 }
@@ -316,6 +318,27 @@ async fn player(
         // A player never granted anything simply has no chips yet.
         .unwrap_or_default();
     Ok(HttpResponse::Ok().json(json!({"player": player, "balance": balance})))
+}
+
+/// A player token signed with this server's secret, for clients (load
+/// generators, scripted players) that hold only the admin token.
+async fn player_token(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let player = player_name(&path)?;
+    let now = now_unix();
+    let token = state
+        .rt
+        .signer
+        .mint(player, now)
+        .map_err(ApiError::internal)?;
+    Ok(HttpResponse::Ok().json(json!({
+        "player": player,
+        "token": token,
+        "expires_at": expires_at(now),
+    })))
 }
 
 async fn audit(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {

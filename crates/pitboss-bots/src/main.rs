@@ -1,0 +1,90 @@
+//! `pitboss-bots`: a load-generating client that drives a running pitboss
+//! server through its public API only — the admin HTTP API and one player
+//! WebSocket per bot — and checks on the way out that no chip went missing.
+//!
+//! Each bot is one tokio task holding one connection. It joins and sits,
+//! answers its own `turn` events with a random action taken from the turn's
+//! `legal` list (now and then leaving the turn to the server's action clock),
+//! rebuys when it busts, and leaves its seat at the end so its wallet gets
+//! the chips back. The run then reads `GET /admin/audit`.
+//!
+//! # Layout
+//!
+//! - `options`: the command line.
+//! - `admin`: the admin HTTP API client (tables, wallets, player tokens, audit).
+//! - `run`: set-up, supervision and wind-down of a run.
+//! - `bot`: one bot's WebSocket loop.
+//! - `actions`, `turns`: what a bot plays, and how it tells the action
+//!   clock's races from protocol errors.
+//! - `shared`, `stats`: what the bots share and count.
+//! - `report`: the end-of-run checks and the summary.
+
+mod actions;
+mod admin;
+mod bot;
+mod options;
+mod report;
+mod run;
+mod shared;
+mod stats;
+mod turns;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use options::{Options, Parsed, ADMIN_TOKEN_ENV, USAGE};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let opts = match Options::parse(&args) {
+        Ok(Parsed::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Run(opts)) => opts,
+        Err(e) => {
+            eprintln!("pitboss-bots: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let from_env = std::env::var(ADMIN_TOKEN_ENV).ok();
+    let Some(admin_token) = opts.admin_token(from_env) else {
+        eprintln!(
+            "pitboss-bots: no admin token: pass --admin-token <token> or set {ADMIN_TOKEN_ENV} \
+             to the server's admin token"
+        );
+        return ExitCode::from(2);
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("pitboss-bots: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(run::run(opts, admin_token));
+    // Bot tasks that overran their bound were aborted; do not wait on them.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match result {
+        Ok(report) => {
+            print!("{}", report.text);
+            if report.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("pitboss-bots: FAILED: {}", report.failures.join("; "));
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("pitboss-bots: FAILED: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! The command line: options, their defaults and their limits.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Where the admin token comes from when `--admin-token` is not given.
+pub const ADMIN_TOKEN_ENV: &str = "PITBOSS__ADMIN__TOKEN";
+
+pub const USAGE: &str = "\
+usage: pitboss-bots [options]
+
+Creates tables on a running pitboss server, seats bots that play random legal
+actions over WebSockets, then leaves the seats and prints a summary and the
+server's chip audit.
+
+  --url URL           server base URL (default http://127.0.0.1:8080)
+  --admin-token T     the server's admin bearer token (default: the
+                      PITBOSS__ADMIN__TOKEN environment variable)
+  --tables N          tables to create (default 1)
+  --players M         bots per table, 2..=10 (default 4)
+  --hands H           stop once H hands have completed over all tables
+  --duration SECS     stop after SECS seconds (default 30 if --hands is not given)
+  --buy-in C          chips each bot sits down with, 40..=200 (default 200)
+  --seed S            seed for the bots' action RNG (default: random, printed)
+  --timeout-rate F    share of turns left to the server's action clock (default 0.02)
+  --max-rate R        frames per second each bot sends at most (default 15; the
+                      server's own limit, ws.rate_per_sec, is 20 by default)
+  --no-progress       no progress bar (also off when stdout is not a terminal)
+  --dump-errors       print a bot's last 40 frames on stderr with each protocol error
+  -h, --help          this text
+
+The bots use only the server's public API: the admin API (which also mints
+their player tokens, POST /admin/players/{player}/token) and the WebSocket.
+Exit status 0 only when no protocol error was seen, every seat was left and
+the audit delta is 0; 2 for a usage error or a missing admin token.";
+
+// Every table the bots create: blinds 1/2, buy-ins 40..=200.
+pub const SMALL_BLIND: u64 = 1;
+pub const BIG_BLIND: u64 = 2;
+pub const MIN_BUY_IN: u64 = 40;
+pub const MAX_BUY_IN: u64 = 200;
+pub const MAX_SEATS: usize = 10;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Base URL without a trailing slash.
+    pub url: String,
+    admin_token: Option<String>,
+    pub tables: usize,
+    pub players: usize,
+    pub hands: Option<u64>,
+    pub duration: Option<Duration>,
+    pub buy_in: u64,
+    pub seed: Option<u64>,
+    pub timeout_rate: f64,
+    pub max_rate: f64,
+    pub progress: bool,
+    pub dump_errors: bool,
+}
+
+#[derive(Debug)]
+pub enum Parsed {
+    Run(Options),
+    Help,
+}
+
+fn number<T: FromStr>(flag: &str, raw: &str) -> Result<T, String> {
+    raw.parse()
+        .map_err(|_| format!("{flag} needs a number, not {raw:?}"))
+}
+
+impl Options {
+    pub fn parse(args: &[&str]) -> Result<Parsed, String> {
+        let mut o = Options {
+            url: "http://127.0.0.1:8080".into(),
+            admin_token: None,
+            tables: 1,
+            players: 4,
+            hands: None,
+            duration: None,
+            buy_in: MAX_BUY_IN,
+            seed: None,
+            timeout_rate: 0.02,
+            max_rate: 15.0,
+            progress: true,
+            dump_errors: false,
+        };
+        let mut it = args.iter().copied();
+        while let Some(arg) = it.next() {
+            // Both `--flag value` and `--flag=value`.
+            let (flag, inline) = match arg.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+                _ => (arg, None),
+            };
+            let mut value = || {
+                inline
+                    .or_else(|| it.next())
+                    .ok_or_else(|| format!("{flag} needs a value"))
+            };
+            match flag {
+                "-h" | "--help" => return Ok(Parsed::Help),
+                "--no-progress" => o.progress = false,
+                "--dump-errors" => o.dump_errors = true,
+                "--url" => o.url = value()?.trim_end_matches('/').to_string(),
+                "--admin-token" => o.admin_token = Some(value()?.to_string()),
+                "--tables" => o.tables = number(flag, value()?)?,
+                "--players" => o.players = number(flag, value()?)?,
+                "--hands" => o.hands = Some(number(flag, value()?)?),
+                "--duration" => {
+                    let secs: f64 = number(flag, value()?)?;
+                    if !(secs.is_finite() && secs > 0.0 && secs <= 7.0 * 86400.0) {
+                        return Err("--duration must be above 0 and at most a week".into());
+                    }
+                    o.duration = Some(Duration::from_secs_f64(secs));
+                }
+                "--buy-in" => o.buy_in = number(flag, value()?)?,
+                "--seed" => o.seed = Some(number(flag, value()?)?),
+                "--timeout-rate" => o.timeout_rate = number(flag, value()?)?,
+                "--max-rate" => o.max_rate = number(flag, value()?)?,
+                other => return Err(format!("unknown option {other:?}")),
+            }
+        }
+        if !(1..=1000).contains(&o.tables) {
+            return Err("--tables must be 1..=1000".into());
+        }
+        if !(2..=MAX_SEATS).contains(&o.players) {
+            return Err(format!("--players must be 2..={MAX_SEATS}"));
+        }
+        if o.hands == Some(0) {
+            return Err("--hands must be at least 1".into());
+        }
+        if !(MIN_BUY_IN..=MAX_BUY_IN).contains(&o.buy_in) {
+            return Err(format!(
+                "--buy-in must be {MIN_BUY_IN}..={MAX_BUY_IN} (the tables' buy-in range)"
+            ));
+        }
+        if !(0.0..=1.0).contains(&o.timeout_rate) {
+            return Err("--timeout-rate must be between 0 and 1".into());
+        }
+        if !(o.max_rate.is_finite() && o.max_rate >= 1.0) {
+            return Err("--max-rate must be at least 1".into());
+        }
+        if !o.url.starts_with("http://") {
+            return Err(format!(
+                "--url must start with http:// (this build has no TLS), not {:?}",
+                o.url
+            ));
+        }
+        if o.hands.is_none() && o.duration.is_none() {
+            o.duration = Some(Duration::from_secs(30));
+        }
+        Ok(Parsed::Run(o))
+    }
+
+    /// `--admin-token`, else `from_env` (the value of [`ADMIN_TOKEN_ENV`]);
+    /// an empty value counts as none.
+    pub fn admin_token(&self, from_env: Option<String>) -> Option<String> {
+        self.admin_token
+            .clone()
+            .or(from_env)
+            .filter(|t| !t.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> Options {
+        match Options::parse(args) {
+            Ok(Parsed::Run(o)) => o,
+            other => panic!("{args:?} -> {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_have_the_documented_defaults_and_parse_both_forms() {
+        let o = opts(&[]);
+        assert_eq!(o.url, "http://127.0.0.1:8080");
+        assert_eq!((o.tables, o.players, o.buy_in), (1, 4, 200));
+        assert_eq!(o.duration, Some(Duration::from_secs(30)));
+        let o = opts(&[
+            "--url=http://h:1/",
+            "--tables",
+            "2",
+            "--players",
+            "3",
+            "--hands",
+            "30",
+            "--seed",
+            "7",
+            "--no-progress",
+        ]);
+        assert_eq!(o.url, "http://h:1");
+        assert_eq!(
+            (o.tables, o.players, o.hands, o.seed),
+            (2, 3, Some(30), Some(7))
+        );
+        assert_eq!(o.duration, None);
+        assert!(!o.progress);
+        assert!(matches!(Options::parse(&["--help"]), Ok(Parsed::Help)));
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_the_reason() {
+        for args in [
+            &["--players", "1"][..],
+            &["--players", "11"],
+            &["--buy-in", "201"],
+            &["--timeout-rate", "2"],
+            &["--tables"],
+            &["--hands", "x"],
+            &["--url", "https://x"],
+            &["--frobnicate"],
+        ] {
+            assert!(Options::parse(args).is_err(), "{args:?} accepted");
+        }
+    }
+
+    #[test]
+    fn the_admin_token_flag_wins_over_the_environment_and_empty_is_none() {
+        let env = || Some("from-env".to_string());
+        assert_eq!(
+            opts(&["--admin-token", "flag"])
+                .admin_token(env())
+                .as_deref(),
+            Some("flag")
+        );
+        assert_eq!(opts(&[]).admin_token(env()).as_deref(), Some("from-env"));
+        assert_eq!(opts(&[]).admin_token(None), None);
+        assert_eq!(opts(&[]).admin_token(Some(String::new())), None);
+    }
+}

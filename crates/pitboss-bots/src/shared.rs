@@ -1,0 +1,133 @@
+//! What every bot of a run shares, and how it judges a turn's deadline.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::admin::Admin;
+use crate::options::Options;
+use crate::stats::Stats;
+
+/// The contract's default action clock, assumed until a `turn` says otherwise.
+const DEFAULT_ACTION_CLOCK: Duration = Duration::from_secs(20);
+
+/// What every bot shares.
+pub struct Shared {
+    pub opts: Options,
+    pub admin: Admin,
+    /// `ws://host:port`
+    pub ws_base: String,
+    pub stats: Stats,
+    pub start: Instant,
+    /// The smallest (local wall clock − server send time) seen on any turn,
+    /// in ms: the clock offset plus the best-case delivery time. How far a
+    /// turn exceeds it is how late that turn reached us.
+    clock_offset_ms: AtomicI64,
+    /// The longest action clock seen in a `turn`, in ms (0 = none yet).
+    action_clock_ms: AtomicU64,
+    /// Set just before the bots are told to stop, so that a bot which has
+    /// not noticed the stop yet already judges hand ends leniently.
+    winding_down: AtomicBool,
+}
+
+impl Shared {
+    pub fn new(opts: Options, admin: Admin, ws_base: String) -> Shared {
+        Shared {
+            opts,
+            admin,
+            ws_base,
+            stats: Stats::default(),
+            start: Instant::now(),
+            clock_offset_ms: AtomicI64::new(i64::MAX),
+            action_clock_ms: AtomicU64::new(0),
+            winding_down: AtomicBool::new(false),
+        }
+    }
+
+    /// From now on hand ends are judged leniently (see `winding_down`).
+    pub fn begin_wind_down(&self) {
+        self.winding_down.store(true, Ordering::Relaxed);
+    }
+
+    pub fn winding_down(&self) -> bool {
+        self.winding_down.load(Ordering::Relaxed)
+    }
+
+    pub fn action_clock(&self) -> Duration {
+        match self.action_clock_ms.load(Ordering::Relaxed) {
+            0 => DEFAULT_ACTION_CLOCK,
+            ms => Duration::from_millis(ms),
+        }
+    }
+
+    /// Long enough for a hand in progress to finish when every live player
+    /// is folded by their own `leave` and a stray seat times out.
+    pub fn leave_timeout(&self) -> Duration {
+        Duration::from_secs(10) + self.action_clock() * 4
+    }
+
+    /// A run in which no hand completes for this long is stuck.
+    pub fn stall_limit(&self) -> Duration {
+        Duration::from_secs(30) + self.action_clock() * 10
+    }
+
+    /// How long the server will still wait for this turn (see
+    /// [`turn_time_left`]); also learns the server's action clock.
+    pub fn time_left(&self, deadline_ms: i64, timeout_ms: Option<u64>) -> Duration {
+        if let Some(t) = timeout_ms {
+            self.action_clock_ms.fetch_max(t, Ordering::Relaxed);
+        }
+        turn_time_left(&self.clock_offset_ms, wall_ms(), deadline_ms, timeout_ms)
+    }
+}
+
+/// How long the server will still wait for a turn, judged without trusting
+/// the two wall clocks to agree: the turn's own `timeout_ms`, less how much
+/// later than the best case seen so far (`best_offset`, shared) it reached
+/// us. A turn delivered late (a busy client, a slow network) has less time.
+fn turn_time_left(
+    best_offset: &AtomicI64,
+    now_ms: i64,
+    deadline_ms: i64,
+    timeout_ms: Option<u64>,
+) -> Duration {
+    let Some(timeout) = timeout_ms else {
+        // A server that does not say its clock: trust the wall clocks.
+        return Duration::from_millis(u64::try_from(deadline_ms - now_ms).unwrap_or(0));
+    };
+    let sent = deadline_ms.saturating_sub_unsigned(timeout);
+    let offset = now_ms.saturating_sub(sent);
+    let best = best_offset.fetch_min(offset, Ordering::Relaxed).min(offset);
+    let lag = u64::try_from(offset - best).unwrap_or(0);
+    Duration::from_millis(timeout.saturating_sub(lag))
+}
+
+fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_left_discounts_a_late_delivery_whatever_the_clock_offset() {
+        let best = AtomicI64::new(i64::MAX);
+        // The server's wall clock runs 5 s ahead of ours.
+        let turn = |now: i64, late_ms: i64| {
+            let sent = now + 5000 - late_ms;
+            turn_time_left(&best, now, sent + 300, Some(300))
+        };
+        assert_eq!(turn(1_000_000, 0), Duration::from_millis(300));
+        assert_eq!(turn(1_000_500, 200), Duration::from_millis(100));
+        assert_eq!(turn(1_001_000, 900), Duration::ZERO);
+        assert_eq!(turn(1_002_000, 0), Duration::from_millis(300));
+        // Without timeout_ms the wall clocks are all there is.
+        assert_eq!(
+            turn_time_left(&best, 1000, 1250, None),
+            Duration::from_millis(250)
+        );
+    }
+}
