@@ -533,3 +533,62 @@ async fn acquire_above_2_pow_53_still_issues_a_token_above_the_floor() {
         "re-acquire issued {second:?} after {first:?}"
     );
 }
+
+#[tokio::test]
+async fn scripts_are_called_by_sha_and_reloaded_when_the_server_forgot_them() {
+    let redis = common::PrivateRedis::start().await;
+    let env = common::unique_env();
+    let client = LeaseClient::connect(&redis.url(), &env, "inst-a", LONG_TTL, OP_TIMEOUT)
+        .await
+        .expect("connect to the private redis");
+    let mut raw = common::redis_conn(&redis.url()).await;
+    let (a, b) = (TableId::generate(), TableId::generate());
+    assert_eq!(client.acquire(&a, Fence(0)).await.unwrap(), Fence(1));
+    assert_eq!(client.acquire(&b, Fence(0)).await.unwrap(), Fence(1));
+    let calls = |info: &str, cmd: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+
+    // A server that lost its script cache (a restart, SCRIPT FLUSH) answers
+    // NOSCRIPT; the batched renew and release load the script and go on.
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut raw)
+        .await
+        .expect("SCRIPT FLUSH");
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut raw)
+        .await
+        .expect("CONFIG RESETSTAT");
+    let leases = [held(&a, 1), held(&b, 1)];
+    assert_eq!(
+        client.renew_all(&leases).await.expect("renew after flush"),
+        vec![RenewOutcome::Renewed, RenewOutcome::Renewed]
+    );
+    assert_eq!(
+        client.renew_all(&leases).await.expect("renew again"),
+        vec![RenewOutcome::Renewed, RenewOutcome::Renewed]
+    );
+    assert_eq!(client.release_all(&leases).await.expect("release"), 2);
+
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut raw)
+        .await
+        .expect("INFO commandstats");
+    assert_eq!(
+        calls(&info, "eval"),
+        0,
+        "no script text sent with a call:\n{info}"
+    );
+    assert_eq!(
+        calls(&info, "script|load"),
+        2,
+        "renew and release each loaded once:\n{info}"
+    );
+}

@@ -7,17 +7,19 @@
 //! each script touches one table's keys only.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
-use redis::Value;
+use redis::{ErrorKind, Pipeline, Script, Value};
 
 use crate::types::{Fence, TableId};
 
-const ACQUIRE: &str = include_str!("acquire.lua");
-const RENEW: &str = include_str!("renew.lua");
-const RELEASE: &str = include_str!("release.lua");
+/// Called by SHA (EVALSHA); a server that does not know a script yet (a
+/// fresh or restarted Redis) is sent its text once and asked again.
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("acquire.lua")));
+static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("renew.lua")));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("release.lua")));
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -130,19 +132,51 @@ impl LeaseClient {
             .map_err(LeaseError::from)
     }
 
+    /// Sends a pipeline of calls to `script` by SHA. A server that has lost
+    /// its script cache answers NOSCRIPT: the script is loaded and the whole
+    /// pipeline sent again, which is safe because renew and release are
+    /// idempotent compare-and-set operations.
+    async fn run_scripts<T: redis::FromRedisValue + Send + 'static>(
+        &self,
+        script: &'static Script,
+        pipe: Pipeline,
+    ) -> Result<T, LeaseError> {
+        let first = pipe.clone();
+        match self
+            .run(move |mut c| Box::pin(async move { first.query_async(&mut c).await }))
+            .await
+        {
+            Err(LeaseError::Redis(e)) if e.kind() == ErrorKind::NoScriptError => {
+                self.run(move |mut c| {
+                    Box::pin(async move {
+                        script.load_async(&mut c).await?;
+                        pipe.query_async(&mut c).await
+                    })
+                })
+                .await
+            }
+            other => other,
+        }
+    }
+
     /// Takes the lease if it is free or already ours, with a fence above both
     /// the Redis counter and `floor` (the highest token Postgres has seen).
     pub async fn acquire(&self, table: &TableId, floor: Fence) -> Result<Fence, LeaseError> {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(ACQUIRE)
-            .arg(2)
-            .arg(self.lease_key(table))
-            .arg(self.fence_key(table))
-            .arg(&self.owner)
-            .arg(self.ttl_ms())
-            .arg(floor.0);
+        let (lease_key, fence_key) = (self.lease_key(table), self.fence_key(table));
+        let (owner, ttl_ms) = (self.owner.clone(), self.ttl_ms());
         let reply: Vec<Value> = self
-            .run(move |mut c| Box::pin(async move { cmd.query_async(&mut c).await }))
+            .run(move |mut c| {
+                Box::pin(async move {
+                    ACQUIRE
+                        .key(lease_key)
+                        .key(fence_key)
+                        .arg(owner)
+                        .arg(ttl_ms)
+                        .arg(floor.0)
+                        .invoke_async(&mut c)
+                        .await
+                })
+            })
             .await?;
         match reply.as_slice() {
             [flag, fence] if int(flag) == Some(1) => text(fence)
@@ -164,16 +198,14 @@ impl LeaseClient {
         }
         let mut pipe = redis::pipe();
         for l in leases {
-            pipe.cmd("EVAL")
-                .arg(RENEW)
-                .arg(1)
-                .arg(self.lease_key(&l.table))
-                .arg(self.value(l.fence))
-                .arg(self.ttl_ms());
+            pipe.invoke_script(
+                RENEW
+                    .key(self.lease_key(&l.table))
+                    .arg(self.value(l.fence))
+                    .arg(self.ttl_ms()),
+            );
         }
-        let replies: Vec<i64> = self
-            .run(move |mut c| Box::pin(async move { pipe.query_async(&mut c).await }))
-            .await?;
+        let replies: Vec<i64> = self.run_scripts(&RENEW, pipe).await?;
         if replies.len() != leases.len() {
             return Err(LeaseError::Protocol(format!(
                 "{} replies for {} leases",
@@ -200,15 +232,13 @@ impl LeaseClient {
         }
         let mut pipe = redis::pipe();
         for l in leases {
-            pipe.cmd("EVAL")
-                .arg(RELEASE)
-                .arg(1)
-                .arg(self.lease_key(&l.table))
-                .arg(self.value(l.fence));
+            pipe.invoke_script(
+                RELEASE
+                    .key(self.lease_key(&l.table))
+                    .arg(self.value(l.fence)),
+            );
         }
-        let replies: Vec<i64> = self
-            .run(move |mut c| Box::pin(async move { pipe.query_async(&mut c).await }))
-            .await?;
+        let replies: Vec<i64> = self.run_scripts(&RELEASE, pipe).await?;
         Ok(replies.into_iter().filter(|r| *r == 1).count())
     }
 
