@@ -17,6 +17,7 @@ pub mod auth;
 pub mod config;
 pub mod game;
 pub mod http;
+pub mod instruments;
 pub mod lease;
 pub mod protocol;
 pub mod runtime;

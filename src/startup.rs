@@ -37,6 +37,7 @@ fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("seconds".into()), &buckets)?
         .install_recorder()?;
+    crate::instruments::register();
     Ok(handle)
 }
 

@@ -11,6 +11,7 @@ use actix::prelude::*;
 use tracing::warn;
 
 use super::table_manager::{HeldLeases, RenewReport, TableManager};
+use crate::instruments;
 use crate::runtime::Runtime;
 
 pub struct Heartbeat {
@@ -56,7 +57,7 @@ impl Heartbeat {
             let sent = Instant::now();
             match rt.lease.renew_all(&leases).await {
                 Ok(outcomes) => {
-                    metrics::histogram!("pitboss_lease_renew_seconds")
+                    metrics::histogram!(instruments::LEASE_RENEW_SECONDS)
                         .record(sent.elapsed().as_secs_f64());
                     last_ok.store(now_ms(), Ordering::Relaxed);
                     manager.do_send(RenewReport {
@@ -65,7 +66,7 @@ impl Heartbeat {
                     });
                 }
                 Err(e) => {
-                    metrics::counter!("pitboss_lease_renew_errors_total").increment(1);
+                    metrics::counter!(instruments::LEASE_RENEW_ERRORS).increment(1);
                     warn!(event = "lease_renew_failed", error = %e, leases = leases.len(), "lease renew failed");
                 }
             }

@@ -13,6 +13,7 @@ use actix_web::{web, HttpResponse, ResponseError};
 use serde_json::json;
 
 use crate::actors::table_manager::TableManager;
+use crate::instruments;
 use crate::runtime::Runtime;
 use crate::types::TableState;
 
@@ -139,11 +140,11 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
                 .iter()
                 .find(|(s, _)| s == state)
                 .map_or(0, |(_, n)| *n);
-            metrics::gauge!("pitboss_tables", "state" => state.as_str()).set(n as f64);
+            metrics::gauge!(instruments::TABLES, "state" => state.as_str()).set(n as f64);
         }
     }
     state.rt.metrics.run_upkeep();
-    metrics::gauge!("pitboss_seconds_since_last_renew")
+    metrics::gauge!(instruments::SECONDS_SINCE_LAST_RENEW)
         .set(now.saturating_sub(last) as f64 / 1000.0);
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")

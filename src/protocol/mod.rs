@@ -12,6 +12,29 @@ pub use server::{ServerFrame, SnapshotState, TurnClock};
 use crate::game::RuleError;
 use crate::types::TableId;
 
+/// The error codes clients can rely on (see `docs/protocol.md`).
+pub const STABLE_CODES: &[&str] = &[
+    "bad_json",
+    "unknown_type",
+    "bad_field",
+    "bad_amount",
+    "table_not_found",
+    "owned_elsewhere",
+    "not_joined",
+    "not_seated",
+    "already_seated",
+    "seat_taken",
+    "not_your_turn",
+    "illegal_action",
+    "insufficient_funds",
+    "stale_hand",
+    "table_frozen",
+    "draining",
+    "unavailable",
+    "rate_limited",
+    "too_slow",
+];
+
 /// A rejected frame or command, as the client sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientError {

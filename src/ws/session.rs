@@ -15,6 +15,7 @@ use crate::actors::table::{
 };
 use crate::actors::table_manager::{LoadOrCreate, TableManager};
 use crate::game::PlayerId;
+use crate::instruments;
 use crate::protocol::{self, ClientError, ClientFrame, ServerFrame};
 use crate::runtime::Runtime;
 use crate::types::TableId;
@@ -81,7 +82,7 @@ impl WsSession {
     /// Sends a frame of the session's own (pong, error); table frames come
     /// through `Outbound`, accounted in the backlog.
     fn send_text(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
-        metrics::counter!("pitboss_ws_frames_out_total").increment(1);
+        metrics::counter!(instruments::WS_FRAMES_OUT).increment(1);
         ctx.text(text.to_owned());
     }
 
@@ -91,7 +92,7 @@ impl WsSession {
         table: Option<&TableId>,
         e: &ClientError,
     ) {
-        metrics::counter!("pitboss_ws_frames_rejected_total", "code" => e.code).increment(1);
+        metrics::counter!(instruments::WS_FRAMES_REJECTED, "code" => e.code).increment(1);
         self.send_text(&e.to_frame(table), ctx);
     }
 
@@ -109,10 +110,10 @@ impl WsSession {
     }
 
     fn on_frame(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
-        metrics::counter!("pitboss_ws_frames_in_total").increment(1);
+        metrics::counter!(instruments::WS_FRAMES_IN).increment(1);
         if !self.rate.allow(Instant::now()) {
             if self.rate.strikes > self.rt.settings.ws.rate_strikes {
-                metrics::counter!("pitboss_ws_frames_rejected_total", "code" => "rate_limited")
+                metrics::counter!(instruments::WS_FRAMES_REJECTED, "code" => "rate_limited")
                     .increment(1);
                 Self::close_with(ctx, ws::CloseCode::Policy, "rate_limited");
                 return;
@@ -217,7 +218,7 @@ impl Actor for WsSession {
     type Context = ws::WebsocketContext<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        metrics::gauge!("pitboss_ws_connections").increment(1.0);
+        metrics::gauge!(instruments::WS_CONNECTIONS).increment(1.0);
         let ping_every = Duration::from_millis(self.rt.settings.ws.ping_interval_ms);
         let idle_timeout = Duration::from_millis(self.rt.settings.ws.idle_timeout_ms);
         ctx.run_interval(ping_every, move |act, ctx| {
@@ -242,7 +243,7 @@ impl Actor for WsSession {
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
-        metrics::gauge!("pitboss_ws_connections").decrement(1.0);
+        metrics::gauge!(instruments::WS_CONNECTIONS).decrement(1.0);
         for addr in self.tables.values() {
             addr.do_send(Unsubscribe { session: self.id });
         }

@@ -11,6 +11,7 @@ use tracing::warn;
 
 use super::Table;
 use crate::game::{Audience, Event, EventKind, PlayerId, SeatNo};
+use crate::instruments;
 use crate::protocol::{ClientError, ServerFrame, SnapshotState, TurnClock};
 use crate::types::{Fence, TableId};
 
@@ -118,7 +119,7 @@ impl Table {
         }
         for id in too_slow {
             if let Some(sub) = self.drop_subscriber(id) {
-                metrics::counter!("pitboss_ws_slow_clients_dropped_total").increment(1);
+                metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
                 warn!(player = %sub.player.0, "client too slow to read; no longer sending to it");
                 sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
             }
@@ -219,7 +220,7 @@ impl Table {
             None => sub.send(&self.snapshot_frame(&sub.player), cap),
         };
         if !sent_all {
-            metrics::counter!("pitboss_ws_slow_clients_dropped_total").increment(1);
+            metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
             return Err(ClientError::new(
                 "too_slow",
                 "the connection is not reading",

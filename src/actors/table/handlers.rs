@@ -10,6 +10,7 @@ use tracing::error;
 use super::fanout::{Backlog, Outbound, SessionId, Subscriber};
 use super::Table;
 use crate::game::{Action, Chips, Command, PlayerId, SeatNo};
+use crate::instruments;
 use crate::protocol::ClientError;
 use crate::store::StoreError;
 use crate::types::FreezeReason;
@@ -151,7 +152,7 @@ impl Handler<Act> for Table {
             ctx,
         )?;
         self.advance(events, ctx);
-        metrics::histogram!("pitboss_action_to_broadcast_seconds")
+        metrics::histogram!(instruments::ACTION_TO_BROADCAST_SECONDS)
             .record(msg.received.elapsed().as_secs_f64());
         Ok(())
     }

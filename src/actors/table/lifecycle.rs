@@ -10,6 +10,7 @@ use tracing::{error, info, warn};
 
 use super::{note_stale_write, Phase, Table};
 use crate::game::{Command, PlayerId, SeatNo};
+use crate::instruments;
 use crate::protocol::{ClientError, ServerFrame};
 use crate::store::StoreError;
 use crate::types::{FreezeReason, StateReason, TableState};
@@ -216,7 +217,7 @@ impl Table {
                 event = "lease_deadline_passed",
                 "lease not confirmed before its local deadline; freezing"
             );
-            metrics::counter!("pitboss_leases_lost_total", "reason" => "deadline").increment(1);
+            metrics::counter!(instruments::LEASES_LOST, "reason" => "deadline").increment(1);
             self.freeze(FreezeReason::LeaseLost, ctx);
         }
     }

@@ -22,6 +22,7 @@ use actix::prelude::*;
 use tracing::{info, warn};
 
 use crate::game::{Game, PlayerId};
+use crate::instruments;
 use crate::lease::LeaseClock;
 use crate::runtime::Runtime;
 use crate::types::{Fence, FreezeReason, TableId, TableState};
@@ -93,7 +94,7 @@ fn table_span(id: &TableId, fence: Fence, hand_no: u64) -> tracing::Span {
 
 /// Counts and logs a write refused because a newer owner holds the table.
 fn note_stale_write(fence: Fence, current: Fence, what: &str) {
-    metrics::counter!("pitboss_stale_boundary_writes_total").increment(1);
+    metrics::counter!(instruments::STALE_BOUNDARY_WRITES).increment(1);
     warn!(
         event = "stale_owner_boundary_write",
         fence = fence.0,
@@ -151,7 +152,7 @@ impl Actor for Table {
     fn started(&mut self, ctx: &mut Self::Context) {
         let _g = self.span.clone().entered();
         info!(event = "table_hosted", "table hosted");
-        metrics::gauge!("pitboss_tables_hosted").increment(1.0);
+        metrics::gauge!(instruments::TABLES_HOSTED).increment(1.0);
         // The local deadline is checked on a clock of its own, so a slow or
         // dead Redis freezes the table before anyone else could take it.
         let check = (self.rt.ttl() / 10).max(Duration::from_millis(20));
@@ -166,7 +167,7 @@ impl Actor for Table {
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
-        metrics::gauge!("pitboss_tables_hosted").decrement(1.0);
+        metrics::gauge!(instruments::TABLES_HOSTED).decrement(1.0);
         self.stopped.do_send(TableStopped {
             table: self.id.clone(),
             fence: self.fence,

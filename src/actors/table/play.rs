@@ -9,6 +9,7 @@ use tracing::{error, info, warn};
 
 use super::{note_stale_write, Phase, Table};
 use crate::game::{Command, Event, EventKind, RuleError, SeatNo};
+use crate::instruments;
 use crate::store::{CashOut, StoreError};
 use crate::types::FreezeReason;
 
@@ -134,7 +135,7 @@ impl Table {
             let _g = act.span.clone().entered();
             match res {
                 Ok(()) => {
-                    metrics::counter!("pitboss_hands_completed_total").increment(1);
+                    metrics::counter!(instruments::HANDS_COMPLETED).increment(1);
                     act.after_boundary(ctx);
                 }
                 Err(e) => act.on_write_error(e, ctx),
@@ -204,7 +205,7 @@ impl Table {
                 event = "lease_deadline_passed",
                 "lease deadline passed before dealing; freezing"
             );
-            metrics::counter!("pitboss_leases_lost_total", "reason" => "deadline").increment(1);
+            metrics::counter!(instruments::LEASES_LOST, "reason" => "deadline").increment(1);
             self.freeze(FreezeReason::LeaseLost, ctx);
             return;
         }

@@ -8,6 +8,7 @@ use std::time::Instant;
 use tracing::{error, warn};
 
 use crate::game::{Chips, Game, PlayerId};
+use crate::instruments;
 use crate::lease::{HeldLease, LeaseClock, LeaseError};
 use crate::protocol::ClientError;
 use crate::runtime::Runtime;
@@ -108,7 +109,7 @@ async fn acquire(rt: &Runtime, table: &TableId, floor: Fence) -> Result<Fence, H
         Err(LeaseError::OwnedElsewhere { .. }) => "owned_elsewhere",
         Err(_) => "error",
     };
-    metrics::counter!("pitboss_lease_acquires_total", "result" => label).increment(1);
+    metrics::counter!(instruments::LEASE_ACQUIRES, "result" => label).increment(1);
     Ok(result?)
 }
 

@@ -11,6 +11,7 @@ use super::hosting::{dispose, HostError, Mode};
 use super::{DrainState, TableManager};
 use crate::actors::table::{Drain, Freeze, Table, TableStopped};
 use crate::game::Chips;
+use crate::instruments;
 use crate::lease::{HeldLease, RenewOutcome};
 use crate::types::{FreezeReason, TableId, TableState};
 
@@ -148,7 +149,7 @@ impl Handler<RenewReport> for TableManager {
                 // I5: the table was released (idle eviction, drain) while the
                 // renew was in flight; losing its lease is expected.
                 if outcome != RenewOutcome::Renewed {
-                    metrics::counter!("pitboss_lease_renew_benign_total").increment(1);
+                    metrics::counter!(instruments::LEASE_RENEW_BENIGN).increment(1);
                     debug!(table_id = %lease.table, outcome = outcome.label(), "lease of a released table not renewed (benign)");
                 }
                 continue;
@@ -157,7 +158,7 @@ impl Handler<RenewReport> for TableManager {
                 RenewOutcome::Renewed => h.clock.confirm(msg.sent, ttl),
                 RenewOutcome::Gone | RenewOutcome::Foreign => {
                     h.clock.revoke();
-                    metrics::counter!("pitboss_leases_lost_total", "reason" => outcome.label())
+                    metrics::counter!(instruments::LEASES_LOST, "reason" => outcome.label())
                         .increment(1);
                     warn!(
                         event = "lease_lost",

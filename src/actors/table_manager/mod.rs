@@ -21,6 +21,7 @@ pub use messages::{
 };
 
 use super::table::Table;
+use crate::instruments;
 use crate::lease::{HeldLease, LeaseClock};
 use crate::runtime::Runtime;
 use crate::store::StoreError;
@@ -80,7 +81,7 @@ impl TableManager {
     }
 
     fn update_gauge(&self) {
-        metrics::gauge!("pitboss_leases_held").set(self.hosted.len() as f64);
+        metrics::gauge!(instruments::LEASES_HELD).set(self.hosted.len() as f64);
     }
 
     /// Starts acquiring `table` unless that is already under way; the waiter
@@ -236,7 +237,7 @@ impl TableManager {
                         if is_free {
                             act.host_as(id, Mode::Host, None, ctx);
                         } else {
-                            metrics::counter!("pitboss_lease_acquires_total", "result" => "owned_elsewhere").increment(1);
+                            metrics::counter!(instruments::LEASE_ACQUIRES, "result" => "owned_elsewhere").increment(1);
                             debug!(table_id = %id, "table is leased elsewhere; will retry");
                         }
                     }

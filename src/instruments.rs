@@ -1,0 +1,114 @@
+//! Every metric pitboss exports, described and set to 0 when the process
+//! starts, so `/metrics` lists every family (and every known label value)
+//! before anything happens, and an alert on `increase()` sees the first
+//! event of a process instead of missing it.
+
+use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+
+use crate::protocol::STABLE_CODES;
+use crate::types::TableState;
+
+pub const LEASES_HELD: &str = "pitboss_leases_held";
+pub const TABLES_HOSTED: &str = "pitboss_tables_hosted";
+pub const TABLES: &str = "pitboss_tables";
+pub const LEASE_ACQUIRES: &str = "pitboss_lease_acquires_total";
+pub const LEASES_LOST: &str = "pitboss_leases_lost_total";
+pub const LEASE_RENEW_SECONDS: &str = "pitboss_lease_renew_seconds";
+pub const LEASE_RENEW_ERRORS: &str = "pitboss_lease_renew_errors_total";
+pub const LEASE_RENEW_BENIGN: &str = "pitboss_lease_renew_benign_total";
+pub const SECONDS_SINCE_LAST_RENEW: &str = "pitboss_seconds_since_last_renew";
+pub const STALE_BOUNDARY_WRITES: &str = "pitboss_stale_boundary_writes_total";
+pub const HANDS_COMPLETED: &str = "pitboss_hands_completed_total";
+pub const ACTION_TO_BROADCAST_SECONDS: &str = "pitboss_action_to_broadcast_seconds";
+pub const WS_CONNECTIONS: &str = "pitboss_ws_connections";
+pub const WS_FRAMES_IN: &str = "pitboss_ws_frames_in_total";
+pub const WS_FRAMES_OUT: &str = "pitboss_ws_frames_out_total";
+pub const WS_FRAMES_REJECTED: &str = "pitboss_ws_frames_rejected_total";
+pub const WS_SLOW_CLIENTS_DROPPED: &str = "pitboss_ws_slow_clients_dropped_total";
+
+/// `result` of [`LEASE_ACQUIRES`].
+pub const ACQUIRE_RESULTS: &[&str] = &["acquired", "owned_elsewhere", "error"];
+/// `reason` of [`LEASES_LOST`].
+pub const LOSS_REASONS: &[&str] = &["gone", "foreign", "deadline"];
+
+/// Describes every metric and exports each at 0. Call once, after the
+/// recorder is installed.
+pub fn register() {
+    describe_gauge!(LEASES_HELD, "leases this instance holds and renews");
+    describe_gauge!(TABLES_HOSTED, "table actors running in this process");
+    describe_gauge!(
+        TABLES,
+        "tables of this environment in each state, read from Postgres at scrape time"
+    );
+    describe_counter!(LEASE_ACQUIRES, "lease acquisitions by result");
+    describe_counter!(LEASES_LOST, "leases of hosted tables that were lost");
+    describe_histogram!(
+        LEASE_RENEW_SECONDS,
+        Unit::Seconds,
+        "round trip of one batched renew of all leases"
+    );
+    describe_counter!(LEASE_RENEW_ERRORS, "batched renews that failed");
+    describe_counter!(
+        LEASE_RENEW_BENIGN,
+        "lost renews of tables already released (expected)"
+    );
+    describe_gauge!(
+        SECONDS_SINCE_LAST_RENEW,
+        Unit::Seconds,
+        "seconds since the last renew Redis confirmed"
+    );
+    describe_counter!(
+        STALE_BOUNDARY_WRITES,
+        "writes refused because a newer owner holds the table"
+    );
+    describe_counter!(HANDS_COMPLETED, "hands written to Postgres");
+    describe_histogram!(
+        ACTION_TO_BROADCAST_SECONDS,
+        Unit::Seconds,
+        "from reading an act frame to its events having been sent"
+    );
+    describe_gauge!(WS_CONNECTIONS, "open WebSocket connections");
+    describe_counter!(WS_FRAMES_IN, "text frames received");
+    describe_counter!(WS_FRAMES_OUT, "frames sent");
+    describe_counter!(WS_FRAMES_REJECTED, "frames answered with an error, by code");
+    describe_counter!(
+        WS_SLOW_CLIENTS_DROPPED,
+        "subscriptions dropped and joins refused for connections too far behind"
+    );
+
+    for gauge in [
+        LEASES_HELD,
+        TABLES_HOSTED,
+        SECONDS_SINCE_LAST_RENEW,
+        WS_CONNECTIONS,
+    ] {
+        metrics::gauge!(gauge).set(0.0);
+    }
+    for state in TableState::ALL {
+        metrics::gauge!(TABLES, "state" => state.as_str()).set(0.0);
+    }
+    for counter in [
+        LEASE_RENEW_ERRORS,
+        LEASE_RENEW_BENIGN,
+        STALE_BOUNDARY_WRITES,
+        HANDS_COMPLETED,
+        WS_FRAMES_IN,
+        WS_FRAMES_OUT,
+        WS_SLOW_CLIENTS_DROPPED,
+    ] {
+        metrics::counter!(counter).absolute(0);
+    }
+    for result in ACQUIRE_RESULTS {
+        metrics::counter!(LEASE_ACQUIRES, "result" => *result).absolute(0);
+    }
+    for reason in LOSS_REASONS {
+        metrics::counter!(LEASES_LOST, "reason" => *reason).absolute(0);
+    }
+    for code in STABLE_CODES {
+        metrics::counter!(WS_FRAMES_REJECTED, "code" => *code).absolute(0);
+    }
+    for histogram in [LEASE_RENEW_SECONDS, ACTION_TO_BROADCAST_SECONDS] {
+        // Registering is enough: the family is exported with empty buckets.
+        let _ = metrics::histogram!(histogram);
+    }
+}
