@@ -5,13 +5,14 @@ use std::future::{ready, Ready};
 use actix_web::http::StatusCode;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use secrecy::ExposeSecret;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::{ApiError, AppState};
 use crate::actors::table_manager::{Dispose, HostError, IsHosted, LoadOrCreate, Recover};
 use crate::auth::{expires_at, now_unix};
 use crate::game::{Chips, TableConfig};
+use crate::protocol::client::{chips_field, u64_field};
+use crate::protocol::ClientError;
 use crate::store::{StoreError, TableRow};
 use crate::types::{valid_player_name, TableId, TableState};
 
@@ -121,16 +122,76 @@ async fn view_of(state: &AppState, id: &TableId) -> Result<Value, ApiError> {
     view(state, row).await
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateTable {
-    small_blind: u64,
-    big_blind: u64,
-    #[serde(default)]
-    ante: u64,
-    seats: u8,
-    min_buy_in: u64,
-    max_buy_in: u64,
+/// A JSON object body; anything else is `bad_json`.
+fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(obj)) => Ok(obj),
+        Ok(_) => Err(ApiError::bad_request(
+            "bad_json",
+            "the body must be a JSON object",
+        )),
+        Err(e) => Err(ApiError::bad_request(
+            "bad_json",
+            &format!("the body is not valid JSON: {e}"),
+        )),
+    }
+}
+
+fn only_fields(obj: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::bad_request(
+            "bad_field",
+            &format!("unknown field {k:?}; expected {}", known.join(", ")),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn bad_request(e: ClientError) -> ApiError {
+    ApiError::from_client(StatusCode::BAD_REQUEST, e)
+}
+
+/// A required chip amount: 1 to 2^63−1.
+fn chips(obj: &Map<String, Value>, name: &str) -> Result<Chips, ApiError> {
+    chips_field(obj, name)
+        .map_err(bad_request)?
+        .ok_or_else(|| ApiError::bad_request("bad_field", &format!("{name} is required")))
+}
+
+fn table_config(body: &[u8]) -> Result<TableConfig, ApiError> {
+    let obj = json_object(body)?;
+    only_fields(
+        &obj,
+        &[
+            "small_blind",
+            "big_blind",
+            "ante",
+            "seats",
+            "min_buy_in",
+            "max_buy_in",
+        ],
+    )?;
+    // An ante may be 0; every other amount is at least 1.
+    let ante = match obj.get("ante") {
+        None | Some(Value::Null) => Chips(0),
+        Some(Value::Number(n)) if n.as_u64() == Some(0) => Chips(0),
+        Some(_) => chips(&obj, "ante")?,
+    };
+    let seats = u64_field(&obj, "seats")
+        .map_err(bad_request)?
+        .ok_or_else(|| ApiError::bad_request("bad_field", "seats is required"))?;
+    let config = TableConfig {
+        small_blind: chips(&obj, "small_blind")?,
+        big_blind: chips(&obj, "big_blind")?,
+        ante,
+        seats: u8::try_from(seats).unwrap_or(u8::MAX),
+        min_buy_in: chips(&obj, "min_buy_in")?,
+        max_buy_in: chips(&obj, "max_buy_in")?,
+    };
+    config
+        .validate()
+        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))?;
+    Ok(config)
 }
 
 async fn create_table(
@@ -138,25 +199,7 @@ async fn create_table(
     state: web::Data<AppState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let req: CreateTable = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))?;
-    let config = TableConfig {
-        small_blind: Chips(req.small_blind),
-        big_blind: Chips(req.big_blind),
-        ante: Chips(req.ante),
-        seats: req.seats,
-        min_buy_in: Chips(req.min_buy_in),
-        max_buy_in: Chips(req.max_buy_in),
-    };
-    config
-        .validate()
-        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))?;
-    if req.max_buy_in > i64::MAX as u64 {
-        return Err(ApiError::bad_request(
-            "bad_amount",
-            "max_buy_in is too large",
-        ));
-    }
+    let config = table_config(&body)?;
     if state.rt.is_draining() {
         return Err(ApiError::draining());
     }
@@ -280,20 +323,9 @@ async fn grant(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let player = player_name(&path)?;
-    let body: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request("bad_json", &e.to_string()))?;
-    let chips = match body.get("chips") {
-        Some(Value::Number(n)) => match n.as_u64() {
-            Some(c) if c > 0 && c <= i64::MAX as u64 => Chips(c),
-            _ => {
-                return Err(ApiError::bad_request(
-                    "bad_amount",
-                    "chips must be a whole number above 0",
-                ))
-            }
-        },
-        _ => return Err(ApiError::bad_request("bad_field", "chips is required")),
-    };
+    let body = json_object(&body)?;
+    only_fields(&body, &["chips"])?;
+    let chips = chips(&body, "chips")?;
     let balance = state
         .rt
         .store

@@ -41,11 +41,11 @@ impl ClientFrame {
     }
 }
 
-fn bad_field(message: impl Into<String>) -> ClientError {
+pub(crate) fn bad_field(message: impl Into<String>) -> ClientError {
     ClientError::new("bad_field", message)
 }
 
-fn bad_amount(message: impl Into<String>) -> ClientError {
+pub(crate) fn bad_amount(message: impl Into<String>) -> ClientError {
     ClientError::new("bad_amount", message)
 }
 
@@ -58,7 +58,7 @@ fn table_field(obj: &Map<String, Value>) -> Result<TableId, ClientError> {
     }
 }
 
-fn u64_field(obj: &Map<String, Value>, name: &str) -> Result<Option<u64>, ClientError> {
+pub(crate) fn u64_field(obj: &Map<String, Value>, name: &str) -> Result<Option<u64>, ClientError> {
     match obj.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n
@@ -70,8 +70,12 @@ fn u64_field(obj: &Map<String, Value>, name: &str) -> Result<Option<u64>, Client
 }
 
 /// Chip amounts get `bad_amount` rather than `bad_field` when they are
-/// numbers of the wrong kind (negative, fractional, too large, zero).
-fn chips_field(obj: &Map<String, Value>, name: &str) -> Result<Option<Chips>, ClientError> {
+/// numbers of the wrong kind (negative, fractional, too large, zero). The
+/// admin API parses its amounts with the same rules.
+pub(crate) fn chips_field(
+    obj: &Map<String, Value>,
+    name: &str,
+) -> Result<Option<Chips>, ClientError> {
     match obj.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => match n.as_u64() {
