@@ -673,23 +673,33 @@ async fn scenario(c: &Client, w: &mut World) -> Result<()> {
         "the visible event log shows seq numbers {shown:?}"
     );
     click(c, "#log .entry[data-kind=hand_ended] > summary").await?;
-    let opened = c
-        .execute(
-            r#"const e = document.querySelector('#log .entry[data-kind=hand_ended]');
-               return { open: e.open, seq: e.dataset.seq, text: e.innerText };"#,
-            vec![],
-        )
-        .await
-        .context("read an opened log entry")?;
-    let seq = opened["seq"].as_str().unwrap_or_default();
-    ensure!(
-        opened["open"] == true
+    // The entry fills in its details on the `toggle` event, which the
+    // browser fires after the click returns.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let opened = c
+            .execute(
+                r#"const e = document.querySelector('#log .entry[data-kind=hand_ended]');
+                   return { open: e.open, seq: e.dataset.seq, text: e.innerText };"#,
+                vec![],
+            )
+            .await
+            .context("read an opened log entry")?;
+        let seq = opened["seq"].as_str().unwrap_or_default();
+        if opened["open"] == true
             && !seq.is_empty()
             && opened["text"]
                 .as_str()
-                .is_some_and(|t| t.contains(&format!("seq {seq}"))),
-        "an opened log entry does not show its seq: {opened}"
-    );
+                .is_some_and(|t| t.contains(&format!("seq {seq}")))
+        {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "an opened log entry does not show its seq: {opened}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
 
     // ---- a refused frame: a sentence in the pill, not the code ------------
     c.execute(
