@@ -1,14 +1,20 @@
 //! The browser pages, end to end: a player plays a hand on the table page
 //! (`/`) in headless Chromium driven over WebDriver, against a scripted
-//! opponent on a plain WebSocket; the page survives a graceful server
-//! restart by reconnecting and re-joining on its own; the admin page
-//! (`/admin`) lists the table with its owner and fence and a zero audit.
+//! opponent on a plain WebSocket, and folds the next one; the felt names the
+//! winner of both (the second a fold-out); the event log keeps `seq` numbers
+//! out of its visible text; a refused frame shows a sentence, not its code;
+//! the page survives a graceful server restart by reconnecting and
+//! re-joining on its own; the admin page (`/admin`) lists the table with its
+//! owner and fence and a zero audit, keeps a row's buttons across refreshes,
+//! shows the table's history as an HTML table and a balance above 2^53
+//! exactly.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`scripts/browser-deps.sh`
 //! installs them; the test runs it itself when they are missing). Without
 //! them the test fails, unless `PITBOSS_SKIP_BROWSER=1`, which skips it.
 //! Screenshots land in `target/browser-artifacts/` (`turn.png`, `table.png`,
-//! `reconnected.png`, `admin.png`; `failure.png` when something went wrong).
+//! `foldout.png`, `reconnected.png`, `admin.png`; `failure.png` when
+//! something went wrong).
 
 mod common;
 
@@ -31,6 +37,9 @@ use common::{mint_token, test_db, unique_env, Server, ServerConfig, WsClient, AD
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const POLL: Duration = Duration::from_millis(100);
+/// 2^53 + 1: the smallest whole number a JavaScript number cannot hold, so
+/// a page that rounds through `Number` shows 9007199254740992 instead.
+const BIG_CHIPS: i64 = 9_007_199_254_740_993;
 
 fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -253,6 +262,8 @@ return {
   board: all('#board .card[data-card]').map((e) => e.dataset.card),
   actions: all('#actions button:not(:disabled)').map((e) => e.dataset.action),
   ended: all('#log .entry[data-kind=hand_ended]').map((e) => Number(e.dataset.hand)),
+  winners: window.__winners || [],
+  pill_error: q('#status').dataset.error || null,
   folds_in_hand_1: all('#log .entry[data-kind=action][data-hand="1"]')
     .filter((e) => e.textContent.includes(' folds')).length,
   stacks,
@@ -261,6 +272,50 @@ return {
   log: all('#log .entry').slice(-30).map((e) => e.textContent),
 };
 "#;
+
+/// Records every winner line the felt shows (`#winner`, with its
+/// `data-hand`) in `window.__winners`: a line lasts only until the next hand
+/// starts, which with a 200 ms next-hand delay is shorter than a poll.
+const WATCH_WINNER: &str = r#"
+window.__winners = [];
+const w = document.getElementById('winner');
+const note = () => {
+  const last = window.__winners[window.__winners.length - 1];
+  const now = { hand: w.dataset.hand || null, text: w.textContent };
+  if (now.text && !(last && last.hand === now.hand && last.text === now.text)) window.__winners.push(now);
+};
+new MutationObserver(note).observe(w, { childList: true, characterData: true, subtree: true, attributes: true });
+return true;
+"#;
+
+/// The winner line the felt showed for `hand`, if any.
+fn winner_of(p: &Value, hand: u64) -> Option<String> {
+    p["winners"]
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|w| w["hand"].as_str() == Some(hand.to_string().as_str()))?["text"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The icon a page declares: an inline SVG, so the browser never asks the
+/// server for `/favicon.ico`.
+async fn check_favicon(c: &Client, page: &str) -> Result<()> {
+    let href = c
+        .execute(
+            "const l = document.querySelector('link[rel=icon]'); return l ? l.getAttribute('href') : null;",
+            vec![],
+        )
+        .await
+        .with_context(|| format!("read the icon of {page}"))?;
+    ensure!(
+        href.as_str()
+            .is_some_and(|h| h.starts_with("data:image/svg+xml")),
+        "{page} declares no inline SVG icon: {href}"
+    );
+    Ok(())
+}
 
 async fn probe(c: &Client) -> Result<Value> {
     c.execute(PROBE, vec![])
@@ -434,6 +489,10 @@ async fn scenario(c: &Client, w: &mut World) -> Result<()> {
     c.goto(&format!("{}/", w.server.http))
         .await
         .context("open /")?;
+    check_favicon(c, "/").await?;
+    c.execute(WATCH_WINNER, vec![])
+        .await
+        .context("watch the winner line")?;
     fill(c, "#token", &w.alice_token).await?;
     fill(c, "#table", &w.table).await?;
     click(c, "#connect").await?;
@@ -511,6 +570,49 @@ async fn scenario(c: &Client, w: &mut World) -> Result<()> {
         most_board == 5 || folded,
         "hand 1 neither showed a 5-card board (most seen: {most_board}) nor ended by a fold"
     );
+    let winner_1 = winner_of(&ended, 1);
+    ensure!(
+        winner_1
+            .as_deref()
+            .is_some_and(|t| t.contains(" wins ") || t.contains(" split ")),
+        "the felt never said who won hand 1: {winner_1:?}; winner lines: {}",
+        ended["winners"]
+    );
+
+    // ---- hand 2: alice folds her first turn; bob wins without a showdown --
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut folded_2 = false;
+    let foldout = loop {
+        let p = probe(c).await?;
+        if winner_of(&p, 2).is_some() {
+            break p;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "hand 2 showed no winner line within 60 s (alice folded: {folded_2}); last reading: {p:#}"
+        );
+        let offered = p["actions"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "fold"));
+        if !folded_2
+            && p["hand"] == "hand 2"
+            && offered
+            && click(c, "#actions button[data-action=fold]").await.is_ok()
+        {
+            folded_2 = true;
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    screenshot(c, &w.artifacts.join("foldout.png")).await?;
+    let winner_2 = winner_of(&foldout, 2).unwrap_or_default();
+    ensure!(
+        folded_2,
+        "alice never got to fold in hand 2; winner line: {winner_2:?}"
+    );
+    ensure!(
+        winner_2.starts_with("bob wins ") && winner_2.contains("everyone else folded"),
+        "the felt's line for the fold-out hand 2 is {winner_2:?}, not bob winning with everyone else folded"
+    );
 
     // ---- bob leaves; the page's stack must be the server's -----------------
     w.bob_leave.store(true, Ordering::SeqCst);
@@ -547,6 +649,79 @@ async fn scenario(c: &Client, w: &mut World) -> Result<()> {
         server_stack == Some(page_stack),
         "the page shows alice with {page_stack} but GET /admin/tables/{} says {server_stack:?}",
         w.table
+    );
+
+    // ---- the log: no seq in the visible text, one entry opens to it --------
+    let log = c
+        .execute(
+            r#"const box = document.getElementById('log');
+               return { text: box.innerText,
+                        seqs: Array.from(box.querySelectorAll('.entry[data-seq]')).map((e) => e.dataset.seq) };"#,
+            vec![],
+        )
+        .await
+        .context("read the event log")?;
+    let seqs: Vec<&str> = log["seqs"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    ensure!(!seqs.is_empty(), "no log entry carries data-seq");
+    let text = log["text"].as_str().unwrap_or_default();
+    let shown: Vec<&&str> = seqs.iter().filter(|s| text.contains(**s)).collect();
+    ensure!(
+        shown.is_empty(),
+        "the visible event log shows seq numbers {shown:?}"
+    );
+    click(c, "#log .entry[data-kind=hand_ended] > summary").await?;
+    // The entry fills in its details on the `toggle` event, which the
+    // browser fires after the click returns.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let opened = c
+            .execute(
+                r#"const e = document.querySelector('#log .entry[data-kind=hand_ended]');
+                   return { open: e.open, seq: e.dataset.seq, text: e.innerText };"#,
+                vec![],
+            )
+            .await
+            .context("read an opened log entry")?;
+        let seq = opened["seq"].as_str().unwrap_or_default();
+        if opened["open"] == true
+            && !seq.is_empty()
+            && opened["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(&format!("seq {seq}")))
+        {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "an opened log entry does not show its seq: {opened}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+
+    // ---- a refused frame: a sentence in the pill, not the code ------------
+    c.execute(
+        "window.pitboss.send({type: 'act', table: window.pitboss.state.table, \
+         hand: window.pitboss.state.game.hand, action: 'check'}); return true;",
+        vec![],
+    )
+    .await
+    .context("send an act between hands")?;
+    let refused = wait_page(
+        c,
+        "the refusal of an act between hands",
+        Duration::from_secs(10),
+        |p| p["pill_error"] == "no_hand_in_progress",
+    )
+    .await?;
+    ensure!(
+        refused["status_text"] == "There is no hand in progress."
+            && refused["banner"] == "There is no hand in progress.",
+        "the refusal shows {} in the pill and {} in the banner, not the sentence for no_hand_in_progress",
+        refused["status_text"],
+        refused["banner"]
     );
 
     // ---- a graceful restart: the page reconnects and re-joins --------------
@@ -588,10 +763,19 @@ async fn scenario(c: &Client, w: &mut World) -> Result<()> {
     screenshot(c, &w.artifacts.join("reconnected.png")).await?;
 
     // ---- the admin page ----------------------------------------------------
+    // A balance beyond 2^53, which a page parsing with plain JSON.parse
+    // would round.
+    let whale = w.server.grant("whale", BIG_CHIPS).await;
+    ensure!(
+        whale["balance"].as_u64() == Some(BIG_CHIPS as u64),
+        "the server answered the grant of {BIG_CHIPS} with {whale}"
+    );
+    let audit = w.server.audit().await;
     let view = w.server.table(&w.table).await;
     c.goto(&format!("{}/admin", w.server.http))
         .await
         .context("open /admin")?;
+    check_favicon(c, "/admin").await?;
     fill(c, "#admin-token", ADMIN_TOKEN).await?;
     click(c, "#save-token").await?;
     let row_css = format!("#tables tr[data-table=\"{}\"]", w.table);
@@ -601,7 +785,8 @@ async fn scenario(c: &Client, w: &mut World) -> Result<()> {
            if (!r) return null;
            const cell = (c) => r.querySelector('td[data-col=' + c + ']').textContent;
            return {{ owner: cell('owner'), fence: cell('fence'), state: cell('state'),
-                    seats: cell('seats'), delta: d.textContent, delta_ok: d.dataset.ok }};"#
+                    seats: cell('seats'), delta: d.textContent, delta_ok: d.dataset.ok,
+                    granted: document.querySelector('#a-granted').textContent }};"#
     );
     let deadline = Instant::now() + Duration::from_secs(15);
     let row = loop {
@@ -616,7 +801,6 @@ async fn scenario(c: &Client, w: &mut World) -> Result<()> {
         );
         tokio::time::sleep(POLL).await;
     };
-    screenshot(c, &w.artifacts.join("admin.png")).await?;
     let owner = view["owner"].as_str().context("owner in the table view")?;
     ensure!(
         row["owner"] == owner,
@@ -640,6 +824,127 @@ async fn scenario(c: &Client, w: &mut World) -> Result<()> {
     ensure!(
         row["delta"] == "0" && row["delta_ok"] == "true",
         "admin page audit delta: {row}"
+    );
+    let granted = audit["granted"]
+        .as_u64()
+        .context("granted in the audit")?
+        .to_string();
+    ensure!(
+        row["granted"].as_str() == Some(granted.as_str()),
+        "admin page shows {} granted, the server {granted}",
+        row["granted"]
+    );
+
+    // The row's buttons survive refreshes: the same node, still focused.
+    let history_css = format!("{row_css} button[data-op=events]");
+    c.execute(
+        &format!(
+            "const b = document.querySelector('{history_css}'); b.focus(); window.__history = b; \
+             window.__refreshed = document.getElementById('refreshed').textContent; return true;"
+        ),
+        vec![],
+    )
+    .await
+    .context("focus the History button")?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let kept = loop {
+        let kept = c
+            .execute(
+                &format!(
+                    "const b = document.querySelector('{history_css}'); \
+                     return {{ refreshed: document.getElementById('refreshed').textContent !== window.__refreshed, \
+                               same: b === window.__history, focused: document.activeElement === window.__history }};"
+                ),
+                vec![],
+            )
+            .await
+            .context("read the History button")?;
+        if kept["refreshed"] == true {
+            break kept;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the admin page did not refresh its list within 10 s"
+        );
+        tokio::time::sleep(POLL).await;
+    };
+    ensure!(
+        kept["same"] == true && kept["focused"] == true,
+        "a refresh replaced or unfocused the row's History button: {kept}"
+    );
+
+    // History: an HTML table with one row per state transition.
+    let (status, events) = w
+        .server
+        .admin_get(&format!("/admin/tables/{}/events", w.table))
+        .await;
+    ensure!(status == 200, "GET events -> {status} {events}");
+    let transitions = events["events"].as_array().map_or(0, Vec::len);
+    click(c, &history_css).await?;
+    let read_history = r#"const box = document.getElementById('result');
+        if (box.dataset.what !== 'history') return null;
+        return { rows: box.querySelectorAll('table.grid tbody tr').length,
+                 to: Array.from(box.querySelectorAll('td[data-col=to]')).map((e) => e.textContent),
+                 text: box.innerText };"#;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let history = loop {
+        let h = c
+            .execute(read_history, vec![])
+            .await
+            .context("read the history")?;
+        if !h.is_null() {
+            break h;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the admin page never showed the table's history"
+        );
+        tokio::time::sleep(POLL).await;
+    };
+    screenshot(c, &w.artifacts.join("admin-history.png")).await?;
+    ensure!(
+        transitions > 0 && history["rows"].as_u64() == Some(transitions as u64),
+        "the history table has {} rows for {transitions} transitions: {history}",
+        history["rows"]
+    );
+    ensure!(
+        history["to"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|s| s == "open")),
+        "the history table shows no transition to open: {history}"
+    );
+    ensure!(
+        history["text"]
+            .as_str()
+            .is_some_and(|t| !t.contains('{') && !t.contains('"')),
+        "the history is shown as JSON: {history}"
+    );
+
+    // A balance above 2^53, exactly.
+    fill(c, "#grant-player", "whale").await?;
+    click(c, "#balance").await?;
+    let read_balance = r#"const box = document.getElementById('result');
+        const cell = box.querySelector('tr[data-key=balance] td');
+        return box.dataset.what === 'balance' && cell ? cell.textContent : null;"#;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let balance = loop {
+        let b = c
+            .execute(read_balance, vec![])
+            .await
+            .context("read the balance")?;
+        if !b.is_null() {
+            break b;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the admin page never showed whale's balance"
+        );
+        tokio::time::sleep(POLL).await;
+    };
+    screenshot(c, &w.artifacts.join("admin.png")).await?;
+    ensure!(
+        balance.as_str() == Some(BIG_CHIPS.to_string().as_str()),
+        "the admin page shows whale's balance as {balance}, not {BIG_CHIPS}"
     );
     Ok(())
 }
