@@ -320,6 +320,61 @@ async fn a_reconnecting_client_gets_the_events_it_missed_or_a_snapshot() {
 }
 
 #[tokio::test]
+async fn two_absent_players_stood_up_together_mid_hand_get_what_postgres_recorded_and_nothing_freezes(
+) {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_env("PITBOSS__TABLE__RECONNECT_WINDOW_MS", "300")
+            .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "20000")
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
+    )
+    .await;
+    let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
+    // Hand 1 is dealt; nobody acts. Both leave at once, so both windows
+    // run out in the same pass: the first stand-up folds and ends the hand,
+    // the second comes between hands with a stack the hand just changed.
+    alice
+        .client
+        .recv_until(|v| v["kind"] == "turn", SECS(10))
+        .await
+        .expect("hand 1 dealt");
+    alice.client.close().await;
+    bob.client.close().await;
+
+    let both_gone = common::eventually(SECS(10), Duration::from_millis(50), || async {
+        server.table(&t).await["seats"]
+            .as_array()
+            .is_some_and(|s| s.is_empty())
+    })
+    .await;
+    let view = server.table(&t).await;
+    assert!(both_gone, "both stood up: {view}");
+    assert_eq!(view["state"], "open", "{view}");
+
+    let pool = db.pool().await;
+    let results: Vec<Value> =
+        sqlx::query_scalar("SELECT result FROM hands WHERE table_id = $1 ORDER BY hand_no")
+            .bind(&t)
+            .fetch_all(&pool)
+            .await
+            .expect("hands");
+    assert_eq!(results.len(), 1, "hand 1 recorded once: {results:?}");
+    for seat in results[0]["seats"].as_array().expect("seats") {
+        let player = seat["player"].as_str().expect("player");
+        let end = seat["end_stack"].as_u64().expect("end stack");
+        let (_, wallet) = server.admin_get(&format!("/admin/players/{player}")).await;
+        assert_eq!(
+            wallet["balance"].as_u64(),
+            Some(900 + end),
+            "{player} is credited with the stack Postgres recorded"
+        );
+    }
+    assert_eq!(server.audit().await["delta"], 0);
+}
+
+#[tokio::test]
 async fn a_player_gone_past_the_reconnect_window_is_stood_up_and_paid_out() {
     let db = test_db().await;
     let env = unique_env();

@@ -183,8 +183,11 @@ impl Table {
 
     /// Stands up players whose connection has been gone longer than the
     /// reconnect window (folded now if in a hand, cashed out at its end).
+    ///
+    /// One stand-up that writes ends the pass: the next stand-up must see
+    /// stacks Postgres has recorded, never a result still being written.
     pub(super) fn check_absent(&mut self, ctx: &mut Context<Self>) {
-        if self.phase != Phase::Open {
+        if self.phase != Phase::Open || self.writing {
             return;
         }
         let window = Duration::from_millis(self.rt.settings.table.reconnect_window_ms);
@@ -204,6 +207,9 @@ impl Table {
             match self.apply(Command::Leave { seat }, ctx) {
                 Ok(events) => self.advance(events, ctx),
                 Err(e) => warn!(error = %e, "could not stand up an absent player"),
+            }
+            if self.writing {
+                break;
             }
         }
     }

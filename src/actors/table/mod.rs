@@ -83,6 +83,8 @@ pub struct Table {
     absent: HashMap<PlayerId, Instant>,
     /// Unix millis at which the current action clock runs out.
     action_deadline_ms: Option<i64>,
+    /// A boundary write is in flight; see `persist`.
+    writing: bool,
     span: tracing::Span,
 }
 
@@ -135,6 +137,7 @@ impl Table {
             empty_since,
             absent,
             action_deadline_ms: None,
+            writing: false,
             span,
         }
     }

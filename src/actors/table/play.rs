@@ -125,31 +125,40 @@ impl Table {
         };
         let rt = self.rt.clone();
         let (id, fence, button) = (self.id.clone(), self.fence, self.game.button());
-        let owner = rt.instance_id().to_string();
         let fut = async move {
             rt.store
-                .write_hand(&id, fence, &owner, &summary, button, &outs)
-                .await
+                .write_hand(&id, fence, rt.instance_id(), &summary, button, &outs)
+                .await?;
+            metrics::counter!(instruments::HANDS_COMPLETED).increment(1);
+            Ok(())
         };
-        ctx.wait(fut.into_actor(self).map(|res, act, ctx| {
-            let _g = act.span.clone().entered();
-            match res {
-                Ok(()) => {
-                    metrics::counter!(instruments::HANDS_COMPLETED).increment(1);
-                    act.after_boundary(ctx);
-                }
-                Err(e) => act.on_write_error(e, ctx),
-            }
-        }));
+        self.persist(fut, ctx);
     }
 
     pub(super) fn write_cash_outs(&mut self, outs: Vec<CashOut>, ctx: &mut Context<Self>) {
         let rt = self.rt.clone();
         let (id, fence) = (self.id.clone(), self.fence);
         let fut = async move { rt.store.cash_out(&id, fence, &outs).await };
-        ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
-            Ok(()) => act.after_boundary(ctx),
-            Err(e) => act.on_write_error(e, ctx),
+        self.persist(fut, ctx);
+    }
+
+    /// Runs one boundary write, holding the table still until it commits:
+    /// no message is handled meanwhile, and nothing else that writes may
+    /// start (`writing`), so a later write never runs ahead of the one it
+    /// depends on (actix runs queued `wait` futures last-in first-out).
+    fn persist(
+        &mut self,
+        write: impl std::future::Future<Output = Result<(), StoreError>> + 'static,
+        ctx: &mut Context<Self>,
+    ) {
+        self.writing = true;
+        ctx.wait(write.into_actor(self).map(|res, act, ctx| {
+            act.writing = false;
+            let _g = act.span.clone().entered();
+            match res {
+                Ok(()) => act.after_boundary(ctx),
+                Err(e) => act.on_write_error(e, ctx),
+            }
         }));
     }
 
@@ -236,10 +245,9 @@ impl Table {
         self.broadcast(events);
         let rt = self.rt.clone();
         let (id, fence, hand) = (self.id.clone(), self.fence, self.game.hand_no());
-        let fut = async move { rt.store.record_void(&id, fence, hand).await };
-        ctx.wait(fut.into_actor(self).map(|res, act, ctx| match res {
-            Ok(()) => act.after_boundary(ctx),
-            Err(e) => act.on_write_error(e, ctx),
-        }));
+        self.persist(
+            async move { rt.store.record_void(&id, fence, hand).await },
+            ctx,
+        );
     }
 }
