@@ -6,8 +6,7 @@
 //! as one pipeline: one round trip, and still valid on Redis Cluster because
 //! each script touches one table's keys only.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
@@ -311,7 +310,8 @@ fn text(v: &Value) -> Option<String> {
 /// the table (which checks it before dealing each hand).
 #[derive(Debug)]
 pub struct LeaseClock {
-    deadline_ms: AtomicU64,
+    /// `None` once revoked.
+    deadline: Mutex<Option<Instant>>,
 }
 
 impl LeaseClock {
@@ -320,49 +320,45 @@ impl LeaseClock {
     /// expired before `sent + ttl`; the margin absorbs clock-rate drift
     /// between this process and Redis.
     pub fn new(sent: Instant, ttl: Duration) -> Arc<LeaseClock> {
-        let clock = Arc::new(LeaseClock {
-            deadline_ms: AtomicU64::new(0),
-        });
-        clock.confirm(sent, ttl);
-        clock
+        Arc::new(LeaseClock {
+            deadline: Mutex::new(Some(sent + (ttl - safety_margin(ttl)))),
+        })
     }
 
+    /// Extends the deadline to what a renew sent at `sent` proves; a late
+    /// answer to an older renew never shortens it, and a revoked clock
+    /// stays revoked.
     pub fn confirm(&self, sent: Instant, ttl: Duration) {
-        let deadline = since_base(sent) + (ttl - safety_margin(ttl)).as_millis() as u64;
-        self.deadline_ms.fetch_max(deadline, Ordering::AcqRel);
+        let proven = sent + (ttl - safety_margin(ttl));
+        let mut deadline = self.lock();
+        if let Some(d) = deadline.as_mut() {
+            *d = (*d).max(proven);
+        }
     }
 
     pub fn is_valid(&self, now: Instant) -> bool {
-        since_base(now) < self.deadline_ms.load(Ordering::Acquire)
+        self.lock().is_some_and(|d| now < d)
     }
 
     pub fn remaining(&self, now: Instant) -> Duration {
-        Duration::from_millis(
-            self.deadline_ms
-                .load(Ordering::Acquire)
-                .saturating_sub(since_base(now)),
-        )
+        self.lock()
+            .map_or(Duration::ZERO, |d| d.saturating_duration_since(now))
     }
 
     /// Makes the lease unusable at once (it was lost or released).
     pub fn revoke(&self) {
-        self.deadline_ms.store(0, Ordering::Release);
+        *self.lock() = None;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        // The guarded value is a plain instant: a panic elsewhere cannot
+        // leave it half-written, so a poisoned lock is still usable.
+        self.deadline.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 pub fn safety_margin(ttl: Duration) -> Duration {
     ttl / 5
-}
-
-fn base() -> Instant {
-    static BASE: OnceLock<Instant> = OnceLock::new();
-    // Leases are never confirmed before the process starts, so a base a
-    // little after the earliest `sent` only clamps to zero.
-    *BASE.get_or_init(Instant::now)
-}
-
-fn since_base(t: Instant) -> u64 {
-    t.saturating_duration_since(base()).as_millis() as u64 + 1
 }
 
 #[cfg(test)]
@@ -385,6 +381,30 @@ mod tests {
         let clock = LeaseClock::new(sent + Duration::from_millis(500), ttl);
         clock.confirm(sent, ttl);
         assert!(clock.is_valid(sent + Duration::from_millis(1200)));
+    }
+
+    #[test]
+    fn the_deadline_counts_from_the_send_even_when_it_is_long_past() {
+        // The first clock of a process may be built long after its acquire
+        // was sent (a slow load): the deadline still counts from the send.
+        let ttl = Duration::from_millis(1000);
+        let sent = Instant::now();
+        std::thread::sleep(Duration::from_millis(50));
+        let clock = LeaseClock::new(sent, ttl);
+        assert!(!clock.is_valid(sent + Duration::from_millis(810)));
+        assert_eq!(
+            clock.remaining(sent + Duration::from_millis(300)),
+            Duration::from_millis(500)
+        );
+    }
+
+    #[test]
+    fn a_revoked_clock_is_not_revived_by_a_late_confirmation() {
+        let ttl = Duration::from_millis(1000);
+        let clock = LeaseClock::new(Instant::now(), ttl);
+        clock.revoke();
+        clock.confirm(Instant::now(), ttl);
+        assert!(!clock.is_valid(Instant::now()));
     }
 
     #[test]
