@@ -266,6 +266,69 @@ async fn sigterm_voids_a_hand_that_outlasts_the_drain_deadline() {
 }
 
 #[tokio::test]
+async fn a_player_who_left_during_a_voided_hand_is_cashed_out_at_the_stack_from_before_it() {
+    let db = test_db().await;
+    let env = unique_env();
+    let a = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "20000")
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "100")
+            .with_env("PITBOSS__SHUTDOWN__DRAIN_TIMEOUT_MS", "300"),
+    )
+    .await;
+    let table = play::new_table(&a).await;
+    for p in ["alice", "bob", "carol"] {
+        a.grant(p, 1000).await;
+    }
+    let mut alice = Player::sit(&a, &table, "alice", 0, 100).await;
+    let _bob = Player::sit(&a, &table, "bob", 1, 100).await;
+    let mut carol = Player::sit(&a, &table, "carol", 2, 100).await;
+    alice
+        .client
+        .recv_event("turn", Duration::from_secs(10))
+        .await
+        .expect("a hand is in progress");
+    // Carol leaves mid-hand: folded now, her seat vacated when the hand ends,
+    // which here is the void at the drain deadline.
+    carol
+        .client
+        .send(json!({"type": "leave", "table": table}))
+        .await;
+    alice
+        .client
+        .recv_until(
+            |v| v["kind"] == "action" && v["seat"] == 2,
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("carol folded");
+    a.sigterm();
+    let status = a.wait_exit(Duration::from_secs(10)).await.expect("a exits");
+    assert_eq!(status.code(), Some(0));
+
+    let pool = db.pool().await;
+    let seats = db_stacks(&pool, &table).await;
+    assert!(
+        !seats.contains_key(&2),
+        "carol's seat is vacated: {seats:?}"
+    );
+    let carol_wallet: i64 =
+        sqlx::query_scalar("SELECT balance FROM accounts WHERE player = 'carol'")
+            .fetch_one(&pool)
+            .await
+            .expect("carol's wallet");
+    assert_eq!(carol_wallet, 1000, "her buy-in is back, as before the void");
+    let audit: (String,) = sqlx::query_as(
+        "SELECT ((SELECT SUM(balance) FROM accounts) + (SELECT COALESCE(SUM(stack), 0) FROM seats) \
+         - (SELECT SUM(granted) FROM accounts))::TEXT",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("audit");
+    assert_eq!(audit.0, "0");
+}
+
+#[tokio::test]
 async fn a_second_signal_releases_every_lease_at_once() {
     let Setup {
         db: _db,

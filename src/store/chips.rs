@@ -156,12 +156,15 @@ impl Store {
         Ok(())
     }
 
-    /// Burns a voided hand's number so it is never dealt twice.
+    /// Burns a voided hand's number so it is never dealt twice, and cashes
+    /// out the players the void vacated (at their stacks from before the
+    /// hand, which is what their seats hold).
     pub async fn record_void(
         &self,
         id: &TableId,
         fence: Fence,
         hand: u64,
+        outs: &[CashOut],
     ) -> Result<(), StoreError> {
         let hand_db =
             i64::try_from(hand).map_err(|_| StoreError::BadAmount("hand number".into()))?;
@@ -174,6 +177,7 @@ impl Store {
         .bind(hand_db)
         .execute(&mut *tx)
         .await?;
+        cash_out_in(&mut tx, id, fence, outs, LedgerKind::CashOut).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -70,7 +70,24 @@ impl Table {
             EventKind::Turn { hand, seat, .. } => Some((hand, seat)),
             _ => None,
         });
-        let left: Vec<CashOut> = events
+        let left = self.cash_outs_of(&events);
+        self.broadcast(events);
+        if let Some((hand, seat)) = turn {
+            self.arm_action_timer(hand, seat, ctx);
+        }
+        if ended {
+            Self::cancel(ctx, &mut self.action_timer);
+            self.action_deadline_ms = None;
+            self.write_boundary(left, ctx);
+        } else if !left.is_empty() {
+            self.write_cash_outs(left, ctx);
+        }
+    }
+
+    /// The seats these events vacate, as cash-outs to write; their players
+    /// are no longer waited for.
+    fn cash_outs_of(&mut self, events: &[Event]) -> Vec<CashOut> {
+        let outs: Vec<CashOut> = events
             .iter()
             .filter_map(|e| match &e.kind {
                 EventKind::Left {
@@ -85,20 +102,10 @@ impl Table {
                 _ => None,
             })
             .collect();
-        for out in &left {
+        for out in &outs {
             self.absent.remove(&out.player);
         }
-        self.broadcast(events);
-        if let Some((hand, seat)) = turn {
-            self.arm_action_timer(hand, seat, ctx);
-        }
-        if ended {
-            Self::cancel(ctx, &mut self.action_timer);
-            self.action_deadline_ms = None;
-            self.write_boundary(left, ctx);
-        } else if !left.is_empty() {
-            self.write_cash_outs(left, ctx);
-        }
+        outs
     }
 
     pub(super) fn arm_action_timer(&mut self, hand: u64, seat: SeatNo, ctx: &mut Context<Self>) {
@@ -226,8 +233,8 @@ impl Table {
     }
 
     /// Abandons the hand in progress: stacks go back to the last boundary,
-    /// which is what Postgres already holds; only the burnt hand number is
-    /// written.
+    /// which is what Postgres already holds; the burnt hand number and the
+    /// cash-outs of players who left during the hand are written.
     pub(super) fn void_hand(&mut self, ctx: &mut Context<Self>) {
         if !self.game.hand_in_progress() {
             return;
@@ -242,11 +249,14 @@ impl Table {
         let Some(events) = self.apply_internal(Command::VoidHand, ctx) else {
             return;
         };
+        // Players who left during the voided hand are vacated now, with
+        // their stacks from before it: written with the burnt hand number.
+        let outs = self.cash_outs_of(&events);
         self.broadcast(events);
         let rt = self.rt.clone();
         let (id, fence, hand) = (self.id.clone(), self.fence, self.game.hand_no());
         self.persist(
-            async move { rt.store.record_void(&id, fence, hand).await },
+            async move { rt.store.record_void(&id, fence, hand, &outs).await },
             ctx,
         );
     }
