@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use actix_http::ws::Item as Fragment;
 use actix_web_actors::ws;
 use tracing::debug;
 
@@ -36,6 +37,11 @@ impl RateLimit {
         let refill = now.duration_since(self.last).as_secs_f64() * self.per_sec;
         self.tokens = (self.tokens + refill).min(self.burst);
         self.last = now;
+        if self.tokens >= self.burst {
+            // Calm long enough to refill the whole burst: earlier strikes
+            // are forgiven, so an occasional burst never adds up to a close.
+            self.strikes = 0;
+        }
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true
@@ -55,6 +61,9 @@ pub struct WsSession {
     last_heard: Instant,
     rate: RateLimit,
     backlog: Arc<Backlog>,
+    /// A message arriving in fragments (continuation frames): whether it is
+    /// text, and its bytes so far.
+    fragments: Option<(bool, Vec<u8>)>,
 }
 
 impl WsSession {
@@ -76,6 +85,7 @@ impl WsSession {
             last_heard: Instant::now(),
             rate,
             backlog: Arc::new(Backlog::default()),
+            fragments: None,
         }
     }
 
@@ -109,21 +119,29 @@ impl WsSession {
         Self::close_with(ctx, ws::CloseCode::Restart, "server_shutdown");
     }
 
-    fn on_frame(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
+    /// Every inbound message (text, binary, ping, a reassembled fragmented
+    /// one) spends from the rate limit; past it the client gets
+    /// `rate_limited`, and after too many strikes the connection closes.
+    fn admit(&mut self, ctx: &mut ws::WebsocketContext<Self>) -> bool {
         metrics::counter!(instruments::WS_FRAMES_IN).increment(1);
-        if !self.rate.allow(Instant::now()) {
-            if self.rate.strikes > self.rt.settings.ws.rate_strikes {
-                metrics::counter!(instruments::WS_FRAMES_REJECTED, "code" => "rate_limited")
-                    .increment(1);
-                Self::close_with(ctx, ws::CloseCode::Policy, "rate_limited");
-                return;
-            }
-            return self.reject(
+        if self.rate.allow(Instant::now()) {
+            return true;
+        }
+        if self.rate.strikes > self.rt.settings.ws.rate_strikes {
+            metrics::counter!(instruments::WS_FRAMES_REJECTED, "code" => "rate_limited")
+                .increment(1);
+            Self::close_with(ctx, ws::CloseCode::Policy, "rate_limited");
+        } else {
+            self.reject(
                 ctx,
                 None,
                 &ClientError::new("rate_limited", "too many frames; slow down"),
             );
         }
+        false
+    }
+
+    fn on_frame(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
         let frame = match protocol::parse(text) {
             Ok(f) => f,
             Err(e) => return self.reject(ctx, None, &e),
@@ -214,6 +232,56 @@ impl WsSession {
     }
 }
 
+impl WsSession {
+    fn reject_binary(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+        self.reject(
+            ctx,
+            None,
+            &ClientError::new("bad_json", "frames must be JSON text"),
+        );
+    }
+
+    /// Puts a fragmented message back together, within the same size limit
+    /// as a single frame, and handles it like one.
+    fn on_fragment(&mut self, item: Fragment, ctx: &mut ws::WebsocketContext<Self>) {
+        let limit = self.rt.settings.ws.max_frame_bytes;
+        let (first, chunk, last) = match item {
+            Fragment::FirstText(b) => (Some(true), b, false),
+            Fragment::FirstBinary(b) => (Some(false), b, false),
+            Fragment::Continue(b) => (None, b, false),
+            Fragment::Last(b) => (None, b, true),
+        };
+        match (first, &mut self.fragments) {
+            (Some(text), None) => self.fragments = Some((text, chunk.to_vec())),
+            (None, Some((_, buf))) => buf.extend_from_slice(&chunk),
+            // A new message before the last ended, or a continuation of
+            // nothing: the peer does not speak WebSocket.
+            _ => return Self::close_with(ctx, ws::CloseCode::Protocol, "bad_fragments"),
+        }
+        if self
+            .fragments
+            .as_ref()
+            .is_some_and(|(_, b)| b.len() > limit)
+        {
+            return Self::close_with(ctx, ws::CloseCode::Size, "frame_too_large");
+        }
+        if !last {
+            return;
+        }
+        let Some((text, bytes)) = self.fragments.take() else {
+            return;
+        };
+        if !self.admit(ctx) {
+            return;
+        }
+        match (text, String::from_utf8(bytes)) {
+            (true, Ok(text)) => self.on_frame(&text, ctx),
+            (true, Err(_)) => Self::close_with(ctx, ws::CloseCode::Invalid, "bad_utf8"),
+            (false, _) => self.reject_binary(ctx),
+        }
+    }
+}
+
 impl Actor for WsSession {
     type Context = ws::WebsocketContext<Self>;
 
@@ -282,21 +350,28 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
     fn handle(&mut self, msg: Result<ws::Message, ws::ProtocolError>, ctx: &mut Self::Context) {
         self.last_heard = Instant::now();
         match msg {
-            Ok(ws::Message::Text(text)) => self.on_frame(&text, ctx),
-            Ok(ws::Message::Binary(_)) => {
-                self.reject(
-                    ctx,
-                    None,
-                    &ClientError::new("bad_json", "frames must be JSON text"),
-                );
+            Ok(ws::Message::Text(text)) => {
+                if self.admit(ctx) {
+                    self.on_frame(&text, ctx);
+                }
             }
-            Ok(ws::Message::Ping(p)) => ctx.pong(&p),
+            Ok(ws::Message::Binary(_)) => {
+                if self.admit(ctx) {
+                    self.reject_binary(ctx);
+                }
+            }
+            Ok(ws::Message::Ping(p)) => {
+                if self.admit(ctx) {
+                    ctx.pong(&p);
+                }
+            }
+            Ok(ws::Message::Continuation(item)) => self.on_fragment(item, ctx),
             Ok(ws::Message::Pong(_)) => {}
             Ok(ws::Message::Close(reason)) => {
                 ctx.close(reason);
                 ctx.stop();
             }
-            Ok(ws::Message::Continuation(_)) | Ok(ws::Message::Nop) => {}
+            Ok(ws::Message::Nop) => {}
             Err(ws::ProtocolError::Overflow) => {
                 Self::close_with(ctx, ws::CloseCode::Size, "frame_too_large");
             }

@@ -71,14 +71,29 @@ pub(super) struct Subscriber {
     pub backlog: Arc<Backlog>,
 }
 
+/// What became of a frame sent to one subscriber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Delivery {
+    Queued,
+    /// The session lags more than the cap behind; nothing was queued.
+    TooSlow,
+    /// The session's actor has stopped (its connection ended, perhaps
+    /// before it learned it had joined).
+    Gone,
+}
+
 impl Subscriber {
-    /// Queues a frame unless the session lags more than `cap` bytes behind.
-    fn send(&self, frame: &Arc<str>, cap: u64) -> bool {
+    /// Queues a frame unless the session is gone or lags more than `cap`
+    /// bytes behind.
+    fn send(&self, frame: &Arc<str>, cap: u64) -> Delivery {
+        if !self.tx.connected() {
+            return Delivery::Gone;
+        }
         if !self.backlog.admit(frame.len(), cap) {
-            return false;
+            return Delivery::TooSlow;
         }
         self.tx.do_send(Outbound::Frame(frame.clone()));
-        true
+        Delivery::Queued
     }
 }
 
@@ -111,14 +126,20 @@ impl Table {
 
     fn send_to(&mut self, only: Option<&PlayerId>, frame: &Arc<str>) {
         let cap = self.rt.settings.ws.outbound_queue_bytes;
-        let mut too_slow = Vec::new();
+        let mut undelivered = Vec::new();
         for (id, sub) in &self.subscribers {
-            if only.is_none_or(|p| *p == sub.player) && !sub.send(frame, cap) {
-                too_slow.push(*id);
+            if only.is_none_or(|p| *p == sub.player) {
+                match sub.send(frame, cap) {
+                    Delivery::Queued => {}
+                    other => undelivered.push((*id, other)),
+                }
             }
         }
-        for id in too_slow {
-            if let Some(sub) = self.drop_subscriber(id) {
+        for (id, delivery) in undelivered {
+            let Some(sub) = self.drop_subscriber(id) else {
+                continue;
+            };
+            if delivery == Delivery::TooSlow {
                 metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
                 warn!(player = %sub.player.0, "client too slow to read; no longer sending to it");
                 sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
@@ -216,9 +237,13 @@ impl Table {
                 .history
                 .iter()
                 .filter(|s| s.seq > since && s.only.as_ref().is_none_or(|p| *p == sub.player))
-                .all(|s| sub.send(&s.frame, cap)),
-            None => sub.send(&self.snapshot_frame(&sub.player), cap),
+                .all(|s| sub.send(&s.frame, cap) == Delivery::Queued),
+            None => sub.send(&self.snapshot_frame(&sub.player), cap) == Delivery::Queued,
         };
+        if !sub.tx.connected() {
+            // The session ended while its join was on the way.
+            return Err(ClientError::new("unavailable", "the connection is gone"));
+        }
         if !sent_all {
             metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
             return Err(ClientError::new(
