@@ -86,6 +86,8 @@ pub struct DatabaseSettings {
     pub url: SecretString,
     pub max_connections: u32,
     pub acquire_timeout_ms: u64,
+    /// How long `serve` keeps trying to reach Postgres at start.
+    pub connect_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -98,6 +100,8 @@ pub struct RedisSettings {
     pub op_timeout_ms: u64,
     #[serde(rename = "op_timeout_ms", default)]
     configured_op_timeout_ms: Option<u64>,
+    /// How long `serve` keeps trying to reach Redis at start.
+    pub connect_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -303,7 +307,12 @@ impl Settings {
                 "database.acquire_timeout_ms",
                 self.database.acquire_timeout_ms,
             ),
+            (
+                "database.connect_timeout_ms",
+                self.database.connect_timeout_ms,
+            ),
             ("redis.op_timeout_ms", self.redis.op_timeout_ms),
+            ("redis.connect_timeout_ms", self.redis.connect_timeout_ms),
             ("table.action_timeout_ms", self.table.action_timeout_ms),
             ("table.idle_evict_ms", self.table.idle_evict_ms),
             ("table.reconnect_window_ms", self.table.reconnect_window_ms),
@@ -696,6 +705,7 @@ mod tests {
             Some("true".into())
         );
         assert_eq!(settings.redis.op_timeout_ms, 1000);
+        assert_eq!(settings.database.connect_timeout_ms, 30000);
 
         let settings = dir
             .load(&[
@@ -802,6 +812,11 @@ mod tests {
                 "PITBOSS__TABLE__ACTION_TIMEOUT_MS",
                 "0",
                 "table.action_timeout_ms must be above 0",
+            ),
+            (
+                "PITBOSS__DATABASE__CONNECT_TIMEOUT_MS",
+                "0",
+                "database.connect_timeout_ms must be above 0",
             ),
             (
                 "PITBOSS__REDIS__OP_TIMEOUT_MS",

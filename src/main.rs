@@ -111,10 +111,19 @@ fn token(settings: &Settings, player: &str) -> ExitCode {
 
 fn serve(settings: Settings) -> ExitCode {
     pitboss::telemetry::init(&settings.log.format);
-    let result = actix_rt::System::new().block_on(async move {
+    let system = actix_rt::System::new();
+    let result = system.block_on(async move {
         let app = Application::build(settings).await?;
         pitboss::shutdown::run_until_stopped(app).await
     });
+    // Actors still alive when the system goes away get one last poll as
+    // they drop, and that poll may need the runtime (a timer in `started`):
+    // drop the system inside its own runtime's context.
+    let runtime = system.runtime().tokio_runtime().handle().clone();
+    {
+        let _inside = runtime.enter();
+        drop(system);
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,5 +1,6 @@
 //! The binary's own surface: config errors, strict keys, flags, the token
-//! command, migrations applied by several instances starting at once.
+//! command, start-up failures (a busy port, an unreachable Postgres or
+//! Redis), migrations applied by several instances starting at once.
 
 mod common;
 
@@ -20,6 +21,7 @@ struct Ran {
     status: ExitStatus,
     stdout: String,
     stderr: String,
+    took: Duration,
 }
 
 impl Ran {
@@ -69,10 +71,12 @@ fn run(args: &[&str], env: &[(&str, &str)], cwd: Option<&Path>) -> Ran {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
+    let took = started.elapsed();
     Ran {
         status,
         stdout: stdout.recv().unwrap_or_default(),
         stderr: stderr.recv().unwrap_or_default(),
+        took,
     }
 }
 
@@ -342,6 +346,84 @@ fn serve_env<'a>(db_url: &'a str, redis_url: &'a str, env: &'a str) -> Vec<(&'a 
         ("PITBOSS__INSTANCE__ENVIRONMENT", env),
         ("RUST_LOG", "info"),
     ]
+}
+
+#[tokio::test]
+async fn serve_on_a_busy_port_exits_1_with_one_line_and_no_panic() {
+    let db = test_db().await;
+    let env = unique_env();
+    let redis = shared_redis_url();
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port().to_string();
+    let out = pitboss(
+        &["serve", "--host", "127.0.0.1", "--port", &port],
+        &serve_env(&db.url, &redis, &env),
+    );
+    assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
+    let line = out.stderr_line();
+    assert!(
+        line.contains(&format!("127.0.0.1:{port}")) && line.contains("in use"),
+        "{line}"
+    );
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    assert!(!out.stdout.contains("panicked"), "{}", out.stdout);
+    drop(taken);
+}
+
+#[test]
+fn an_unreachable_postgres_is_named_retried_and_given_up_within_the_connect_timeout() {
+    let port = closed_port();
+    let url = format!("postgres://postgres:hunter2@127.0.0.1:{port}/pitboss");
+    let redis = shared_redis_url();
+    let env = unique_env();
+    let mut vars = serve_env(&url, &redis, &env);
+    vars.push(("PITBOSS__DATABASE__CONNECT_TIMEOUT_MS", "2000"));
+    let out = pitboss(&["serve", "--port", "0"], &vars);
+    assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.took >= Duration::from_millis(1900) && out.took < Duration::from_secs(6),
+        "gave up after {:?}",
+        out.took
+    );
+    let line = out.stderr_line();
+    assert!(
+        line.contains(&format!("Postgres 127.0.0.1:{port}/pitboss")),
+        "{line}"
+    );
+    assert!(line.contains("database.connect_timeout_ms"), "{line}");
+    assert!(
+        out.stdout.contains(&format!("Postgres 127.0.0.1:{port}/pitboss unreachable (connection refused); retrying, giving up in")),
+        "a countdown while it retries: {}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("hunter2") && !out.stderr.contains("hunter2"));
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_is_named_retried_and_given_up_within_the_connect_timeout() {
+    let db = test_db().await;
+    let port = closed_port();
+    let redis = format!("redis://:hunter2@127.0.0.1:{port}");
+    let env = unique_env();
+    let mut vars = serve_env(&db.url, &redis, &env);
+    vars.push(("PITBOSS__REDIS__CONNECT_TIMEOUT_MS", "1500"));
+    let out = pitboss(&["serve", "--port", "0"], &vars);
+    assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
+    // Postgres comes first (a fresh database is migrated) and is not timed.
+    assert!(
+        out.took < Duration::from_secs(20),
+        "gave up after {:?}",
+        out.took
+    );
+    let line = out.stderr_line();
+    assert!(line.contains(&format!("Redis 127.0.0.1:{port}")), "{line}");
+    assert!(line.contains("redis.connect_timeout_ms"), "{line}");
+    assert!(
+        out.stdout.contains("retrying, giving up in"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("hunter2") && !out.stderr.contains("hunter2"));
 }
 
 #[tokio::test]
