@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one pitboss instance on this machine against the local Postgres and
 # Redis (started by services.sh if needed), with the `local` config.
-# Extra arguments go to `pitboss serve`.
+# Its arguments go to `pitboss serve`: --port N, --host H, --config-dir DIR.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,13 +20,27 @@ else
 fi
 
 export PITBOSS__DATABASE__URL="postgres://postgres@127.0.0.1:5432/$db"
+# Where to tell the user to connect: the flags win over the variables, as
+# they do in pitboss itself.
 host=${PITBOSS__HTTP__HOST:-127.0.0.1}
 port=${PITBOSS__HTTP__PORT:-8080}
+config_dir=()
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+    case ${args[i]} in
+        --host) host=${args[i + 1]:-$host} ;;
+        --host=*) host=${args[i]#--host=} ;;
+        --port) port=${args[i + 1]:-$port} ;;
+        --port=*) port=${args[i]#--port=} ;;
+        --config-dir) config_dir=(--config-dir "${args[i + 1]:-}") ;;
+        --config-dir=*) config_dir=("${args[i]}") ;;
+    esac
+done
 [ "$host" = "0.0.0.0" ] && host=127.0.0.1
 
 cargo build --release --bin pitboss
 # A ready-made token for the message below; not fatal, serve matters more.
-token=$(cargo run --release -q --bin pitboss -- token alice 2>/dev/null | tail -n 1) || token=""
+token=$(cargo run --release -q --bin pitboss -- token "${config_dir[@]}" alice 2>/dev/null | tail -n 1) || token=""
 [ -n "$token" ] || token="<token>"
 
 cat <<MSG

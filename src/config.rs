@@ -1,14 +1,22 @@
-//! Typed settings, layered: embedded `config/base.toml`, then the files in the
-//! config directory (`base.toml`, `{PITBOSS_ENV}.toml`), then `PITBOSS__*`
-//! environment variables (`PITBOSS__LEASE__TTL_MS=1500`).
+//! Typed settings, layered: `base.toml` in the config directory, then
+//! `{PITBOSS_ENV}.toml` beside it, then `PITBOSS__*` environment variables
+//! (`PITBOSS__LEASE__TTL_MS=1500`), then command-line flags.
+//!
+//! Loading is strict: a key no setting has, in a file or as a variable, is
+//! an error naming it, so a typo never passes silently.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use config::{ConfigError, Source as _, Value, ValueKind};
 use secrecy::SecretString;
 use serde::Deserialize;
 
-const EMBEDDED_BASE: &str = include_str!("../config/base.toml");
+/// Where the settings come from when the command line does not say.
+const DEFAULT_CONFIG_DIR: &str = "config";
+const ENV_PREFIX: &str = "PITBOSS__";
+const ENV_SEPARATOR: &str = "__";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunEnv {
@@ -35,13 +43,14 @@ impl std::str::FromStr for RunEnv {
             "test" => Ok(RunEnv::Test),
             "production" => Ok(RunEnv::Production),
             other => Err(format!(
-                "PITBOSS_ENV must be local, test or production, not {other:?}"
+                "config error: PITBOSS_ENV must be local, test or production, not {other:?}"
             )),
         }
     }
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Settings {
     pub http: HttpSettings,
     pub database: DatabaseSettings,
@@ -65,26 +74,38 @@ fn default_run_env() -> RunEnv {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct HttpSettings {
     pub host: String,
     pub port: u16,
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DatabaseSettings {
     pub url: SecretString,
     pub max_connections: u32,
     pub acquire_timeout_ms: u64,
+    /// How long `serve` keeps trying to reach Postgres at start.
+    pub connect_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RedisSettings {
     pub url: SecretString,
-    /// Upper bound for one Redis round trip; a slower answer counts as failed.
+    /// Upper bound for one Redis round trip; a slower answer counts as
+    /// failed. Resolved at load time from `op_timeout_ms` or the lease TTL.
+    #[serde(skip)]
     pub op_timeout_ms: u64,
+    #[serde(rename = "op_timeout_ms", default)]
+    configured_op_timeout_ms: Option<u64>,
+    /// How long `serve` keeps trying to reach Redis at start.
+    pub connect_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct InstanceSettings {
     /// Lease owner id. Resolved at load time, so it is always set afterwards.
     #[serde(default)]
@@ -93,11 +114,13 @@ pub struct InstanceSettings {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LeaseSettings {
     pub ttl_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TableSettings {
     pub action_timeout_ms: u64,
     pub next_hand_delay_ms: u64,
@@ -112,6 +135,7 @@ pub struct TableSettings {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WsSettings {
     /// A bigger inbound frame closes the connection with 1009.
     pub max_frame_bytes: usize,
@@ -128,61 +152,121 @@ pub struct WsSettings {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ShutdownSettings {
     pub drain_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 pub struct AuthSettings {
     pub secret: Option<SecretString>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 pub struct AdminSettings {
     pub token: Option<SecretString>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LogSettings {
     /// `pretty`, `compact` or `json`.
     pub format: String,
+}
+
+/// What the command line adds to the layered settings.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// `--config-dir`: wins over `PITBOSS_CONFIG_DIR` and `config`.
+    pub config_dir: Option<PathBuf>,
+    /// `--host`: wins over `http.host` from files and variables.
+    pub http_host: Option<String>,
+    /// `--port`: wins over `http.port` from files and variables.
+    pub http_port: Option<u16>,
+}
+
+/// Everything settings are read from, gathered up front so loading itself
+/// reads no process state and can be tested.
+#[derive(Debug, Clone)]
+struct Sources {
+    run_env: RunEnv,
+    dir: PathBuf,
+    /// The `PITBOSS__*` variables, names as given.
+    vars: HashMap<String, String>,
+}
+
+impl Sources {
+    fn from_process(options: &LoadOptions) -> Result<Sources, String> {
+        let run_env: RunEnv = std::env::var("PITBOSS_ENV")
+            .unwrap_or_else(|_| "local".into())
+            .parse()?;
+        let dir = match &options.config_dir {
+            Some(dir) => dir.clone(),
+            None => std::env::var_os("PITBOSS_CONFIG_DIR")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_DIR)),
+        };
+        let mut vars = HashMap::new();
+        for (name, value) in std::env::vars_os() {
+            let Some(name) = name.to_str() else { continue };
+            if is_setting_var(name) {
+                let value = value.into_string().map_err(|_| {
+                    format!("config error: environment variable {name} is not valid UTF-8")
+                })?;
+                vars.insert(name.to_string(), value);
+            } else if looks_like_a_mistyped_setting(name) {
+                return Err(format!(
+                    "config error: unknown environment variable {name} (settings are {ENV_PREFIX}<SECTION>__<KEY>)"
+                ));
+            }
+        }
+        Ok(Sources { run_env, dir, vars })
+    }
+
+    fn base_file(&self) -> PathBuf {
+        self.dir.join("base.toml")
+    }
+
+    fn env_file(&self) -> PathBuf {
+        self.dir.join(format!("{}.toml", self.run_env.as_str()))
+    }
+}
+
+fn is_setting_var(name: &str) -> bool {
+    name.get(..ENV_PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(ENV_PREFIX))
+}
+
+/// `PITBOSS_HTTP__PORT`: the nesting separator is there, the prefix's is not.
+/// Other `PITBOSS_*` names (`PITBOSS_ENV`, the scripts' and tests' own) are
+/// not settings and are left alone.
+fn looks_like_a_mistyped_setting(name: &str) -> bool {
+    name.get(..8)
+        .is_some_and(|p| p.eq_ignore_ascii_case("PITBOSS_"))
+        && name[8..].contains(ENV_SEPARATOR)
+}
+
+/// The settings key a `PITBOSS__SECTION__KEY` variable sets, as the `config`
+/// crate maps it: lower case, separators become dots.
+fn var_key(name: &str) -> String {
+    name[ENV_PREFIX.len()..]
+        .to_lowercase()
+        .replace(ENV_SEPARATOR, ".")
 }
 
 impl Settings {
     /// Loads the layered settings and checks them; the error is one line an
     /// operator can act on.
     pub fn load() -> Result<Settings, String> {
-        let run_env: RunEnv = std::env::var("PITBOSS_ENV")
-            .unwrap_or_else(|_| "local".into())
-            .parse()?;
-        let dir = std::env::var("PITBOSS_CONFIG_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| PathBuf::from("config"));
+        Settings::load_with(&LoadOptions::default())
+    }
 
-        let built = config::Config::builder()
-            .add_source(config::File::from_str(
-                EMBEDDED_BASE,
-                config::FileFormat::Toml,
-            ))
-            .add_source(config::File::from(dir.join("base.toml")).required(false))
-            .add_source(
-                config::File::from(dir.join(format!("{}.toml", run_env.as_str()))).required(false),
-            )
-            .add_source(
-                config::Environment::with_prefix("PITBOSS")
-                    .prefix_separator("__")
-                    .separator("__")
-                    .try_parsing(true),
-            )
-            .build()
-            .map_err(|e| format!("config error: {e}"))?;
-        let mut settings: Settings = built
-            .try_deserialize()
-            .map_err(|e| format!("config error: {e}"))?;
-        settings.run_env = run_env;
-        settings.instance.id = Some(resolve_instance_id(settings.instance.id.take())?);
-        settings.check()?;
-        Ok(settings)
+    /// `load` with the command line's config directory and overrides.
+    pub fn load_with(options: &LoadOptions) -> Result<Settings, String> {
+        load_from(&Sources::from_process(options)?, options)
     }
 
     fn check(&self) -> Result<(), String> {
@@ -206,16 +290,67 @@ impl Settings {
                 "config error: instance.environment {env:?} must be letters, digits, '_' or '-'"
             ));
         }
+        if self.http.host.is_empty() {
+            return Err("config error: http.host must not be empty".into());
+        }
         if self.lease.ttl_ms < 300 {
             return Err("config error: lease.ttl_ms must be at least 300".into());
         }
-        if self.ws.max_frame_bytes < 128 || self.ws.rate_per_sec == 0 || self.ws.rate_burst == 0 {
-            return Err(
-                "config error: ws.max_frame_bytes must be >= 128 and ws rates above 0".into(),
-            );
+        // Zero would mean "never" or "at once" where neither makes sense,
+        // and a zero interval cannot be scheduled at all.
+        for (key, value) in [
+            (
+                "database.max_connections",
+                u64::from(self.database.max_connections),
+            ),
+            (
+                "database.acquire_timeout_ms",
+                self.database.acquire_timeout_ms,
+            ),
+            (
+                "database.connect_timeout_ms",
+                self.database.connect_timeout_ms,
+            ),
+            ("redis.op_timeout_ms", self.redis.op_timeout_ms),
+            ("redis.connect_timeout_ms", self.redis.connect_timeout_ms),
+            ("table.action_timeout_ms", self.table.action_timeout_ms),
+            ("table.idle_evict_ms", self.table.idle_evict_ms),
+            ("table.reconnect_window_ms", self.table.reconnect_window_ms),
+            ("table.arbiters", self.table.arbiters as u64),
+            ("ws.outbound_queue_bytes", self.ws.outbound_queue_bytes),
+            ("ws.ping_interval_ms", self.ws.ping_interval_ms),
+            ("ws.rate_per_sec", u64::from(self.ws.rate_per_sec)),
+            ("ws.rate_burst", u64::from(self.ws.rate_burst)),
+        ] {
+            if value == 0 {
+                return Err(format!("config error: {key} must be above 0"));
+            }
         }
-        if self.table.arbiters == 0 {
-            return Err("config error: table.arbiters must be at least 1".into());
+        // The heartbeat sends one renew at a time, every TTL/3: a renew that
+        // hangs for longer than that delays the next one towards the local
+        // deadline and freezes tables over one slow answer.
+        if self.redis.op_timeout_ms.saturating_mul(3) > self.lease.ttl_ms {
+            return Err(format!(
+                "config error: redis.op_timeout_ms ({}) must be at most a third of lease.ttl_ms ({}), the renew period",
+                self.redis.op_timeout_ms, self.lease.ttl_ms
+            ));
+        }
+        if self.ws.max_frame_bytes < 128 {
+            return Err("config error: ws.max_frame_bytes must be at least 128".into());
+        }
+        // Idleness is checked at each ping: with a shorter timeout a client
+        // that answers every ping would still be dropped.
+        if self.ws.idle_timeout_ms <= self.ws.ping_interval_ms {
+            return Err(format!(
+                "config error: ws.idle_timeout_ms ({}) must be longer than ws.ping_interval_ms ({})",
+                self.ws.idle_timeout_ms, self.ws.ping_interval_ms
+            ));
+        }
+        if !matches!(self.log.format.as_str(), "pretty" | "compact" | "json") {
+            return Err(format!(
+                "config error: log.format must be pretty, compact or json, not {:?}",
+                self.log.format
+            ));
         }
         if self.auth.secret.is_none() {
             return Err("config error: PITBOSS__AUTH__SECRET is required (player tokens are signed with it)".into());
@@ -232,6 +367,165 @@ impl Settings {
 
     pub fn lease_ttl(&self) -> Duration {
         Duration::from_millis(self.lease.ttl_ms)
+    }
+}
+
+fn load_from(sources: &Sources, options: &LoadOptions) -> Result<Settings, String> {
+    let base = sources.base_file();
+    if !base.is_file() {
+        let looked_in = std::path::absolute(&sources.dir).unwrap_or_else(|_| sources.dir.clone());
+        return Err(format!(
+            "config error: no base.toml in {} (run pitboss from the repository root, or point --config-dir or PITBOSS_CONFIG_DIR at the config directory)",
+            looked_in.display()
+        ));
+    }
+    let env_file = sources.env_file();
+    let vars = config::Environment::with_prefix("PITBOSS")
+        .prefix_separator(ENV_SEPARATOR)
+        .separator(ENV_SEPARATOR)
+        // Values stay strings: typed keys parse them when they are read,
+        // and a secret or an id such as `0123` keeps its exact text.
+        .source(Some(sources.vars.clone().into_iter().collect()));
+    let mut builder = config::Config::builder()
+        .add_source(config::File::from(base.clone()))
+        .add_source(config::File::from(env_file.clone()).required(false))
+        .add_source(vars.clone());
+    if let Some(host) = &options.http_host {
+        builder = builder
+            .set_override("http.host", host.as_str())
+            .map_err(|e| format!("config error: {e}"))?;
+    }
+    if let Some(port) = options.http_port {
+        builder = builder
+            .set_override("http.port", u64::from(port))
+            .map_err(|e| format!("config error: {e}"))?;
+    }
+    let files = [env_file.as_path(), base.as_path()];
+    let built = builder.build().map_err(|e| config_error(&e, &files))?;
+    let mut settings: Settings = match built.try_deserialize() {
+        Ok(s) => s,
+        Err(e) => {
+            let Some(key) = unknown_key(&e) else {
+                return Err(config_error(&e, &files));
+            };
+            return Err(unknown_key_error(&key, sources, &files));
+        }
+    };
+    settings.run_env = sources.run_env;
+    settings.instance.id = Some(resolve_instance_id(settings.instance.id.take())?);
+    settings.redis.op_timeout_ms = settings
+        .redis
+        .configured_op_timeout_ms
+        .unwrap_or_else(|| default_redis_op_timeout_ms(settings.lease.ttl_ms));
+    settings.check()?;
+    Ok(settings)
+}
+
+/// 2 s, or less with a short TTL so the timeout stays within the renew
+/// period (see `Settings::check`).
+fn default_redis_op_timeout_ms(ttl_ms: u64) -> u64 {
+    (ttl_ms / 3).min(2000)
+}
+
+/// The full key serde refused as unknown (`table.acton_timeout_ms`), if
+/// that is what `err` is.
+fn unknown_key(err: &ConfigError) -> Option<String> {
+    let (message, parent) = match err {
+        ConfigError::At { error, key, .. } => (error.to_string(), key.as_deref()),
+        ConfigError::Message(m) => (m.clone(), None),
+        _ => return None,
+    };
+    let field = message.strip_prefix("unknown field `")?.split('`').next()?;
+    Some(match parent {
+        Some(parent) if !parent.is_empty() => format!("{parent}.{field}"),
+        _ => field.to_string(),
+    })
+}
+
+/// Names the source that set an unknown key (or a key inside an unknown
+/// section): the variable first (it wins), then the files from the last
+/// layer down.
+fn unknown_key_error(key: &str, sources: &Sources, files: &[&Path]) -> String {
+    let mut names: Vec<&String> = sources.vars.keys().collect();
+    names.sort();
+    let sets_key = |name: &&String| {
+        let set = var_key(name);
+        set == key || set.starts_with(&format!("{key}."))
+    };
+    if let Some(name) = names.into_iter().find(sets_key) {
+        return format!("config error: unknown environment variable {name}");
+    }
+    for file in files {
+        let Ok(map) = config::File::from(file.to_path_buf())
+            .required(false)
+            .collect()
+        else {
+            continue;
+        };
+        if has_key(&map, key) {
+            return format!("config error: unknown key {key} in {}", file.display());
+        }
+    }
+    format!("config error: unknown key {key}")
+}
+
+fn has_key(map: &config::Map<String, Value>, key: &str) -> bool {
+    let (head, rest) = match key.split_once('.') {
+        Some((head, rest)) => (head, Some(rest)),
+        None => (key, None),
+    };
+    match (map.get(head), rest) {
+        (Some(_), None) => true,
+        (
+            Some(Value {
+                kind: ValueKind::Table(inner),
+                ..
+            }),
+            Some(rest),
+        ) => has_key(inner, rest),
+        _ => false,
+    }
+}
+
+/// One line, whatever the parser said. A TOML error spans several lines
+/// (position, excerpt, caret, reason): keep the position and the reason, and
+/// name the file as the caller gave it.
+fn config_error(err: &ConfigError, files: &[&Path]) -> String {
+    if let ConfigError::FileParse { uri, cause } = err {
+        let text = cause.to_string();
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let message = match lines.as_slice() {
+            [] => String::new(),
+            [only] => (*only).to_string(),
+            [first, .., last] => format!("{first}: {last}"),
+        };
+        let file = uri.as_deref().map(|uri| {
+            files
+                .iter()
+                .find(|f| same_file(f, Path::new(uri)))
+                .map(|f| f.display().to_string())
+                .unwrap_or_else(|| uri.to_string())
+        });
+        return match file {
+            Some(file) => format!("config error: {message} in {file}"),
+            None => format!("config error: {message}"),
+        };
+    }
+    let text = err.to_string();
+    format!(
+        "config error: {}",
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    )
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
     }
 }
 
@@ -254,4 +548,325 @@ fn resolve_instance_id(configured: Option<String>) -> Result<String, String> {
         .and_then(|h| h.into_string().ok())
         .filter(|h| !h.is_empty())
         .ok_or_else(|| "config error: no instance id: set PITBOSS__INSTANCE__ID".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use secrecy::ExposeSecret;
+
+    use super::*;
+
+    /// A copy of the repository's `config/` in a directory of its own, so a
+    /// test can break one file without touching the others.
+    struct ConfigDir {
+        path: PathBuf,
+    }
+
+    impl ConfigDir {
+        fn copy_of_repo() -> ConfigDir {
+            static NEXT: AtomicU32 = AtomicU32::new(0);
+            let path = std::env::temp_dir().join(format!(
+                "pitboss-config-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(&path).expect("create config dir");
+            let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+            for name in ["base.toml", "local.toml", "test.toml", "production.toml"] {
+                std::fs::copy(repo.join(name), path.join(name)).expect("copy config file");
+            }
+            ConfigDir { path }
+        }
+
+        fn write(&self, name: &str, text: &str) {
+            std::fs::write(self.path.join(name), text).expect("write config file");
+        }
+
+        fn append(&self, name: &str, text: &str) {
+            let old = std::fs::read_to_string(self.path.join(name)).expect("read config file");
+            self.write(name, &format!("{old}\n{text}\n"));
+        }
+
+        fn load(&self, vars: &[(&str, &str)]) -> Result<Settings, String> {
+            self.load_with(vars, &LoadOptions::default())
+        }
+
+        fn load_with(
+            &self,
+            vars: &[(&str, &str)],
+            options: &LoadOptions,
+        ) -> Result<Settings, String> {
+            let sources = Sources {
+                run_env: RunEnv::Test,
+                dir: self.path.clone(),
+                vars: vars
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            };
+            load_from(&sources, options)
+        }
+    }
+
+    impl Drop for ConfigDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+
+    fn err(result: Result<Settings, String>) -> String {
+        match result {
+            Ok(_) => panic!("the settings were accepted"),
+            Err(e) => {
+                assert_eq!(e.lines().count(), 1, "one line: {e}");
+                e
+            }
+        }
+    }
+
+    #[test]
+    fn the_repository_config_loads_for_every_environment() {
+        let dir = ConfigDir::copy_of_repo();
+        for run_env in [RunEnv::Local, RunEnv::Test] {
+            let sources = Sources {
+                run_env,
+                dir: dir.path.clone(),
+                vars: HashMap::new(),
+            };
+            let settings = load_from(&sources, &LoadOptions::default()).expect("loads");
+            assert_eq!(settings.run_env, run_env);
+        }
+        let sources = Sources {
+            run_env: RunEnv::Production,
+            dir: dir.path.clone(),
+            vars: [
+                ("PITBOSS__AUTH__SECRET", "s"),
+                ("PITBOSS__ADMIN__TOKEN", "t"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        };
+        let settings = load_from(&sources, &LoadOptions::default()).expect("production loads");
+        assert_eq!(settings.instance.environment, "production");
+    }
+
+    #[test]
+    fn every_key_of_base_toml_can_be_set_by_its_environment_variable() {
+        let dir = ConfigDir::copy_of_repo();
+        let base = config::File::from(dir.path.join("base.toml"))
+            .collect()
+            .expect("read base.toml");
+        let mut vars = Vec::new();
+        for (section, keys) in base {
+            let keys = keys.into_table().expect("a section");
+            for (key, value) in keys {
+                vars.push((
+                    format!(
+                        "PITBOSS__{}__{}",
+                        section.to_uppercase(),
+                        key.to_uppercase()
+                    ),
+                    value.into_string().expect("a scalar"),
+                ));
+            }
+        }
+        // The optional keys, commented out in the file.
+        for (name, value) in [
+            ("PITBOSS__INSTANCE__ID", "007"),
+            ("PITBOSS__REDIS__OP_TIMEOUT_MS", "1000"),
+            ("PITBOSS__AUTH__SECRET", "0123"),
+            ("PITBOSS__ADMIN__TOKEN", "true"),
+        ] {
+            vars.push((name.to_string(), value.to_string()));
+        }
+        assert!(vars.len() > 20, "{vars:?}");
+        let borrowed: Vec<(&str, &str)> =
+            vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let settings = dir.load(&borrowed).expect("every variable is a setting");
+        // Strings keep their exact text even when they look like numbers.
+        assert_eq!(settings.instance_id(), "007");
+        assert_eq!(
+            settings
+                .auth
+                .secret
+                .as_ref()
+                .map(|s| s.expose_secret().to_string()),
+            Some("0123".into())
+        );
+        assert_eq!(
+            settings
+                .admin
+                .token
+                .as_ref()
+                .map(|s| s.expose_secret().to_string()),
+            Some("true".into())
+        );
+        assert_eq!(settings.redis.op_timeout_ms, 1000);
+        assert_eq!(settings.database.connect_timeout_ms, 30000);
+
+        let settings = dir
+            .load(&[
+                ("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "4321"),
+                ("pitboss__http__port", "9"),
+            ])
+            .expect("loads");
+        assert_eq!(settings.table.action_timeout_ms, 4321);
+        assert_eq!(settings.http.port, 9);
+    }
+
+    #[test]
+    fn an_unknown_environment_variable_is_named() {
+        let dir = ConfigDir::copy_of_repo();
+        for name in [
+            "PITBOSS__TABLE__ACTON_TIMEOUT_MS",
+            "PITBOSS__TABLE_ACTION_TIMEOUT_MS",
+            "PITBOSS__TABEL__ACTION_TIMEOUT_MS",
+            "PITBOSS__SETTINGS__RUN_ENV",
+        ] {
+            let e = err(dir.load(&[(name, "5")]));
+            assert_eq!(
+                e,
+                format!("config error: unknown environment variable {name}")
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_key_in_a_file_is_named_with_the_file() {
+        let dir = ConfigDir::copy_of_repo();
+        dir.append("test.toml", "[ws]\nping_intervall_ms = 5");
+        let e = err(dir.load(&[]));
+        let file = dir.path.join("test.toml");
+        assert_eq!(
+            e,
+            format!(
+                "config error: unknown key ws.ping_intervall_ms in {}",
+                file.display()
+            )
+        );
+
+        let dir = ConfigDir::copy_of_repo();
+        dir.append("base.toml", "[tabel]\narbiters = 2");
+        let e = err(dir.load(&[]));
+        assert!(e.contains("unknown key tabel in"), "{e}");
+        assert!(e.ends_with("base.toml"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_base_toml_names_the_directory_looked_in() {
+        let dir = ConfigDir::copy_of_repo();
+        std::fs::remove_file(dir.path.join("base.toml")).expect("remove");
+        let e = err(dir.load(&[]));
+        assert!(e.starts_with("config error: no base.toml in "), "{e}");
+        assert!(e.contains(&dir.path.display().to_string()), "{e}");
+    }
+
+    #[test]
+    fn a_toml_syntax_error_is_one_line_naming_the_file() {
+        let dir = ConfigDir::copy_of_repo();
+        dir.append("test.toml", "[lease]\nttl_ms 1500");
+        let e = err(dir.load(&[]));
+        assert!(
+            e.starts_with("config error: TOML parse error at line"),
+            "{e}"
+        );
+        assert!(e.contains("expected"), "the reason: {e}");
+        assert!(
+            e.ends_with(&format!(" in {}", dir.path.join("test.toml").display())),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_redis_op_timeout_follows_a_short_ttl_unless_set_and_must_fit_in_the_renew_period() {
+        let dir = ConfigDir::copy_of_repo();
+        let s = dir
+            .load(&[("PITBOSS__LEASE__TTL_MS", "15000")])
+            .expect("loads");
+        assert_eq!(s.redis.op_timeout_ms, 2000);
+        let s = dir
+            .load(&[("PITBOSS__LEASE__TTL_MS", "900")])
+            .expect("loads");
+        assert_eq!(s.redis.op_timeout_ms, 300);
+        let e = err(dir.load(&[
+            ("PITBOSS__LEASE__TTL_MS", "1500"),
+            ("PITBOSS__REDIS__OP_TIMEOUT_MS", "2000"),
+        ]));
+        assert!(e.contains("redis.op_timeout_ms (2000)"), "{e}");
+        assert!(e.contains("lease.ttl_ms (1500)"), "{e}");
+    }
+
+    #[test]
+    fn zero_timeouts_and_inverted_pairs_are_refused() {
+        let dir = ConfigDir::copy_of_repo();
+        for (name, value, says) in [
+            (
+                "PITBOSS__WS__PING_INTERVAL_MS",
+                "0",
+                "ws.ping_interval_ms must be above 0",
+            ),
+            (
+                "PITBOSS__TABLE__ACTION_TIMEOUT_MS",
+                "0",
+                "table.action_timeout_ms must be above 0",
+            ),
+            (
+                "PITBOSS__DATABASE__CONNECT_TIMEOUT_MS",
+                "0",
+                "database.connect_timeout_ms must be above 0",
+            ),
+            (
+                "PITBOSS__REDIS__OP_TIMEOUT_MS",
+                "0",
+                "redis.op_timeout_ms must be above 0",
+            ),
+            (
+                "PITBOSS__DATABASE__MAX_CONNECTIONS",
+                "0",
+                "database.max_connections must be above 0",
+            ),
+            (
+                "PITBOSS__WS__IDLE_TIMEOUT_MS",
+                "10000",
+                "ws.idle_timeout_ms (10000) must be longer than ws.ping_interval_ms (10000)",
+            ),
+            (
+                "PITBOSS__LOG__FORMAT",
+                "jsno",
+                "log.format must be pretty, compact or json",
+            ),
+        ] {
+            let e = err(dir.load(&[(name, value)]));
+            assert!(e.contains(says), "{name}={value}: {e}");
+        }
+    }
+
+    #[test]
+    fn command_line_host_and_port_win_over_variables() {
+        let dir = ConfigDir::copy_of_repo();
+        let options = LoadOptions {
+            config_dir: None,
+            http_host: Some("0.0.0.0".into()),
+            http_port: Some(9123),
+        };
+        let s = dir
+            .load_with(
+                &[("PITBOSS__HTTP__PORT", "1"), ("PITBOSS__HTTP__HOST", "::1")],
+                &options,
+            )
+            .expect("loads");
+        assert_eq!((s.http.host.as_str(), s.http.port), ("0.0.0.0", 9123));
+    }
+
+    #[test]
+    fn a_mistyped_prefix_is_caught_and_other_pitboss_variables_are_not_settings() {
+        assert!(looks_like_a_mistyped_setting("PITBOSS_HTTP__PORT"));
+        assert!(!looks_like_a_mistyped_setting("PITBOSS_TEST_PG_URL"));
+        assert!(!looks_like_a_mistyped_setting("PITBOSS_ENV"));
+        assert!(!is_setting_var("PITBOSS_CONFIG_DIR"));
+        assert!(is_setting_var("pitboss__http__port"));
+    }
 }

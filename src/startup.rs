@@ -1,7 +1,8 @@
 //! Builds pools, actors and the HTTP server; hands back the bound address so
 //! tests (and operators, through the `addr` log field) can use port 0.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs as _};
+use std::str::FromStr as _;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,10 @@ use actix_web::{web, App, HttpServer};
 use anyhow::Context as _;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use secrecy::ExposeSecret;
+use socket2::{Domain, Protocol, Socket, Type};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{Connection as _, PgConnection};
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::actors::heartbeat::{now_ms, Heartbeat};
@@ -19,7 +24,7 @@ use crate::actors::table_manager::TableManager;
 use crate::auth::TokenSigner;
 use crate::config::Settings;
 use crate::http::{routes, AppState};
-use crate::lease::LeaseClient;
+use crate::lease::{LeaseClient, LeaseError};
 use crate::runtime::Runtime;
 use crate::store::Store;
 
@@ -41,45 +46,249 @@ fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     Ok(handle)
 }
 
-/// Postgres may still be starting when pitboss does (compose, CI); give it a
-/// few seconds before failing with a clear message.
-async fn migrate_with_retry(store: &Store) -> anyhow::Result<()> {
-    let mut last = None;
-    for _ in 0..20 {
-        match store.migrate().await {
-            Ok(()) => return Ok(()),
-            Err(e) => {
-                last = Some(e);
-                tokio::time::sleep(Duration::from_millis(500)).await;
+/// How often an unreachable backend is tried again at start.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+/// One attempt to reach Postgres gives up after this long (a host that
+/// drops packets never refuses).
+const POSTGRES_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The last attempt, at the deadline, still gets this long.
+const LAST_ATTEMPT: Duration = Duration::from_millis(200);
+
+/// Why one attempt to reach a backend failed: worth another try (it may
+/// still be starting, or be restarting), or not (bad credentials, a missing
+/// database: waiting changes nothing).
+enum Attempt {
+    Retry(String),
+    Fatal(String),
+}
+
+/// Tries `connect` until it succeeds, fails for good, or `budget` runs out,
+/// logging each failure with the time left; one attempt lasts at most
+/// `attempt_limit`. `what` names the target (host, port, database) and never
+/// holds a password.
+async fn connect_with_retry<T, F, Fut>(
+    what: &str,
+    setting: &str,
+    budget: Duration,
+    attempt_limit: Duration,
+    mut connect: F,
+) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Attempt>>,
+{
+    info!("connecting to {what}");
+    let deadline = Instant::now() + budget;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let attempt = attempt_limit.min(left.max(LAST_ATTEMPT));
+        let why = match tokio::time::timeout(attempt, connect()).await {
+            Ok(Ok(connected)) => return Ok(connected),
+            Ok(Err(Attempt::Fatal(why))) => anyhow::bail!("{what}: {why}"),
+            Ok(Err(Attempt::Retry(why))) => why,
+            Err(_) => format!("no answer within {} ms", attempt.as_millis()),
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            anyhow::bail!(
+                "{what} unreachable ({why}); gave up after {} s ({setting})",
+                budget.as_secs_f64()
+            );
+        }
+        warn!(
+            event = "backend_unreachable",
+            "{what} unreachable ({why}); retrying, giving up in {} s",
+            left.as_secs_f64().ceil()
+        );
+        tokio::time::sleep(RETRY_EVERY.min(left)).await;
+    }
+}
+
+fn io_reason(e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::ConnectionRefused => "connection refused".into(),
+        ErrorKind::ConnectionReset => "connection reset".into(),
+        ErrorKind::TimedOut => "connection timed out".into(),
+        ErrorKind::HostUnreachable => "host unreachable".into(),
+        ErrorKind::NetworkUnreachable => "network unreachable".into(),
+        ErrorKind::AddrNotAvailable => "address not available".into(),
+        _ => e.to_string(),
+    }
+}
+
+fn postgres_attempt(e: sqlx::Error) -> Attempt {
+    match &e {
+        sqlx::Error::Io(io) => Attempt::Retry(io_reason(io)),
+        // 57P03: starting up or shutting down; 53300: too many connections.
+        sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("57P03" | "53300")) => {
+            Attempt::Retry(db.message().to_string())
+        }
+        sqlx::Error::Database(db) => Attempt::Fatal(db.message().to_string()),
+        _ => Attempt::Fatal(e.to_string()),
+    }
+}
+
+/// Waits until Postgres accepts a connection (Postgres may still be starting
+/// when pitboss does: compose, CI), within `database.connect_timeout_ms`.
+async fn wait_for_postgres(url: &str, budget: Duration) -> anyhow::Result<()> {
+    let options = PgConnectOptions::from_str(url)
+        .map_err(|e| anyhow::anyhow!("database.url is not a Postgres URL: {e}"))?;
+    let what = format!(
+        "Postgres {}:{}/{}",
+        options.get_host(),
+        options.get_port(),
+        options
+            .get_database()
+            .unwrap_or_else(|| options.get_username())
+    );
+    connect_with_retry(
+        &what,
+        "database.connect_timeout_ms",
+        budget,
+        POSTGRES_ATTEMPT_TIMEOUT,
+        || {
+            let options = options.clone();
+            async move {
+                let conn = PgConnection::connect_with(&options)
+                    .await
+                    .map_err(postgres_attempt)?;
+                // Only the answer matters; the pool opens its own connections.
+                let _ = conn.close().await;
+                Ok(())
             }
+        },
+    )
+    .await
+}
+
+fn redis_attempt(e: LeaseError) -> Attempt {
+    match e {
+        LeaseError::Timeout(d) => Attempt::Retry(format!("no answer within {} ms", d.as_millis())),
+        LeaseError::Redis(e) if e.is_connection_refusal() => {
+            Attempt::Retry("connection refused".into())
+        }
+        LeaseError::Redis(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+            Attempt::Retry(e.to_string())
+        }
+        LeaseError::Redis(e) if e.kind() == redis::ErrorKind::BusyLoadingError => {
+            Attempt::Retry(e.to_string())
+        }
+        LeaseError::Redis(e) => Attempt::Fatal(e.to_string()),
+        other => Attempt::Fatal(other.to_string()),
+    }
+}
+
+/// Waits until Redis answers, within `redis.connect_timeout_ms`; each
+/// connection attempt is bounded by `redis.op_timeout_ms`.
+async fn connect_redis(settings: &Settings) -> anyhow::Result<LeaseClient> {
+    let url = settings.redis.url.expose_secret();
+    let client = redis::Client::open(url)
+        .map_err(|e| anyhow::anyhow!("redis.url is not a Redis URL: {e}"))?;
+    let what = format!("Redis {}", client.get_connection_info().addr);
+    let op_timeout = Duration::from_millis(settings.redis.op_timeout_ms);
+    connect_with_retry(
+        &what,
+        "redis.connect_timeout_ms",
+        Duration::from_millis(settings.redis.connect_timeout_ms),
+        // Two connections, each within the op timeout.
+        op_timeout.saturating_mul(2),
+        || {
+            let client = client.clone();
+            async move {
+                // A plain connection first: it reports a refusal or a bad
+                // password as such, where the lease client's reconnecting
+                // manager would only time out.
+                client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .map_err(|e| redis_attempt(LeaseError::Redis(e)))?;
+                LeaseClient::connect(
+                    url,
+                    &settings.instance.environment,
+                    settings.instance_id(),
+                    settings.lease_ttl(),
+                    op_timeout,
+                )
+                .await
+                .map_err(redis_attempt)
+            }
+        },
+    )
+    .await
+}
+
+/// Takes the port first: a port in use is the most common start failure,
+/// and nothing is running yet that would need stopping. Like actix-web's own
+/// `bind`, every address the host resolves to is bound (`localhost`: IPv4
+/// and IPv6), with address reuse and a backlog of 1024.
+fn bind(host: &str, port: u16) -> anyhow::Result<Vec<TcpListener>> {
+    let refused = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            anyhow::anyhow!(
+                "could not listen on {host}:{port}: the port is in use (choose another with --port N or PITBOSS__HTTP__PORT)"
+            )
+        } else {
+            anyhow::anyhow!("could not listen on {host}:{port}: {}", io_reason(&e))
+        }
+    };
+    let addrs = (host, port).to_socket_addrs().map_err(refused)?;
+    let mut listeners = Vec::new();
+    let mut last_error = None;
+    for addr in addrs {
+        match bind_one(addr) {
+            Ok(listener) => listeners.push(listener),
+            Err(e) => last_error = Some(e),
         }
     }
-    Err(anyhow::anyhow!(
-        "could not migrate the database: {}",
-        last.map(|e| e.to_string()).unwrap_or_default()
-    ))
+    match (listeners.is_empty(), last_error) {
+        (false, _) => Ok(listeners),
+        (true, Some(e)) => Err(refused(e)),
+        (true, None) => Err(anyhow::anyhow!(
+            "could not listen on {host}:{port}: the host resolves to no address"
+        )),
+    }
+}
+
+fn bind_one(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
 }
 
 impl Application {
+    /// Everything that can fail (the port, Postgres, Redis) is acquired
+    /// before any actor or arbiter starts, so a failed start has nothing to
+    /// stop.
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
         let metrics = install_metrics().context("metrics recorder")?;
+        let listeners = bind(&settings.http.host, settings.http.port)?;
+        let addr = listeners
+            .first()
+            .map(TcpListener::local_addr)
+            .transpose()
+            .context("the bound address")?
+            .context("the server bound no address")?;
+
+        wait_for_postgres(
+            settings.database.url.expose_secret(),
+            Duration::from_millis(settings.database.connect_timeout_ms),
+        )
+        .await?;
         let store = Store::connect_lazy(
             settings.database.url.expose_secret(),
             settings.database.max_connections,
             Duration::from_millis(settings.database.acquire_timeout_ms),
         )
         .context("database url")?;
-        migrate_with_retry(&store).await?;
+        store
+            .migrate()
+            .await
+            .context("could not migrate the database")?;
 
-        let lease = LeaseClient::connect(
-            settings.redis.url.expose_secret(),
-            &settings.instance.environment,
-            settings.instance_id(),
-            settings.lease_ttl(),
-            Duration::from_millis(settings.redis.op_timeout_ms),
-        )
-        .await
-        .context("could not connect to Redis")?;
+        let lease = connect_redis(&settings).await?;
 
         let secret = settings
             .auth
@@ -91,7 +300,6 @@ impl Application {
             warn!("admin.token is not set: /admin is closed");
         }
 
-        let (host, port) = (settings.http.host.clone(), settings.http.port);
         let arbiters = (0..settings.table.arbiters)
             .map(|_| Arbiter::new().handle())
             .collect();
@@ -105,7 +313,7 @@ impl Application {
             manager: manager.clone(),
             last_renew_ok_ms,
         });
-        let server = HttpServer::new(move || {
+        let mut server = HttpServer::new(move || {
             App::new()
                 .app_data(state.clone())
                 .configure(routes)
@@ -114,14 +322,12 @@ impl Application {
         .disable_signals()
         // Game frames are small and latency-bound: no Nagle delay.
         .tcp_nodelay(true)
-        .shutdown_timeout(2)
-        .bind((host.as_str(), port))
-        .with_context(|| format!("could not bind {host}:{port}"))?;
-        let addr = server
-            .addrs()
-            .first()
-            .copied()
-            .context("the server bound no address")?;
+        .shutdown_timeout(2);
+        for listener in listeners {
+            server = server
+                .listen(listener)
+                .with_context(|| format!("could not listen on {addr}"))?;
+        }
         let server = server.run();
         info!(
             addr = %addr,
