@@ -117,3 +117,71 @@ async fn a_paused_owner_wakes_up_stale_its_write_is_refused_and_the_new_owner_is
     assert_eq!(b.table(&t).await["hosted_here"], true);
     assert_eq!(b.audit().await["delta"], 0);
 }
+
+#[tokio::test]
+async fn a_result_whose_write_is_refused_is_never_told_and_the_hand_is_voided_instead() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000")
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
+    )
+    .await;
+    let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
+    let turn = alice
+        .client
+        .recv_event("turn", Duration::from_secs(10))
+        .await
+        .expect("a hand is in progress");
+    let hand = turn["hand"].as_u64().expect("hand");
+
+    // A newer owner stamps the table behind this one's back (as after a
+    // lost lease): this owner's boundary write will be refused.
+    let pool = db.pool().await;
+    sqlx::query("UPDATE tables SET owner_fencing_token = owner_fencing_token + 1 WHERE id = $1")
+        .bind(&t)
+        .execute(&pool)
+        .await
+        .expect("stamp behind the owner's back");
+
+    // The player to act folds: the hand ends, its write is refused.
+    let to_act = turn["seat"].as_u64().expect("seat");
+    let actor = if to_act == alice.seat { &mut alice } else { &mut bob };
+    actor
+        .client
+        .send(json!({"type": "act", "table": t, "hand": hand, "action": "fold"}))
+        .await;
+    for p in [&mut alice, &mut bob] {
+        let voided = p
+            .client
+            .recv_event("hand_voided", Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("{} is told the hand is void: {:?}", p.name, p.client.seen));
+        assert_eq!(voided["hand"].as_u64(), Some(hand));
+        assert_eq!(voided["reason"], "not_recorded");
+        assert_eq!(
+            play::stacks_of(&voided),
+            [(0, 100), (1, 100)].into_iter().collect(),
+            "stacks back to the start of the hand"
+        );
+        p.client
+            .recv_type("frozen", Duration::from_secs(5))
+            .await
+            .expect("then the table freezes");
+        for kind in ["showdown", "pot_awarded", "hand_ended"] {
+            assert!(
+                !p.client.seen.iter().any(|v| v["kind"] == kind),
+                "{} was told {kind} for a hand Postgres never recorded: {:?}",
+                p.name,
+                p.client.seen
+            );
+        }
+    }
+    let hands: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hands WHERE table_id = $1")
+        .bind(&t)
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(hands, 0);
+}

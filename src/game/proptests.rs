@@ -456,7 +456,9 @@ impl Harness {
         let cmd = match self.game.to_act() {
             Some(_) if probes && roll < 20 => self.probe(),
             Some(_) if probes && roll < 23 => self.seat_churn(),
-            Some(_) if probes && roll < 24 => Command::VoidHand,
+            Some(_) if probes && roll < 24 => Command::VoidHand {
+                reason: VoidReason::Shutdown,
+            },
             Some(seat) if roll < 32 => Command::Timeout {
                 hand: self.game.hand_no(),
                 seat,

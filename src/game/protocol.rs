@@ -37,7 +37,7 @@ pub enum Command {
     Timeout { hand: u64, seat: SeatNo },
     /// Abandon the hand in progress and give every dealt-in player back the
     /// stack they started it with.
-    VoidHand,
+    VoidHand { reason: VoidReason },
 }
 
 /// A player's decision. `Bet` and `Raise` name the total the player's bet
@@ -129,7 +129,19 @@ pub enum EventKind {
     HandVoided {
         hand: u64,
         stacks: Vec<SeatChips>,
+        reason: VoidReason,
     },
+}
+
+/// Why a hand was called off: its stacks go back to where it started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VoidReason {
+    /// The drain deadline passed with the hand still in progress.
+    Shutdown,
+    /// The hand ended but its result could not be recorded (the write was
+    /// refused or failed), so it never happened.
+    NotRecorded,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

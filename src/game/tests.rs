@@ -869,7 +869,13 @@ fn refused_commands_return_typed_errors_and_leave_the_state_unchanged() {
         act_cmd(1, 0, Action::Call),
         RuleError::NoHandInProgress,
     );
-    refused(&mut g, Command::VoidHand, RuleError::NoHandInProgress);
+    refused(
+        &mut g,
+        Command::VoidHand {
+            reason: VoidReason::Shutdown,
+        },
+        RuleError::NoHandInProgress,
+    );
     refused(
         &mut g,
         Command::StartHand {
@@ -1043,7 +1049,11 @@ fn void_hand_restores_start_stacks_keeps_the_hand_number_and_the_button() {
     assert_eq!(g.button(), Some(1));
     act(&mut g, 1, Action::Raise(Chips(10)));
     g.apply(Command::Leave { seat: 0 }).expect("leave");
-    let ev = g.apply(Command::VoidHand).expect("void");
+    let ev = g
+        .apply(Command::VoidHand {
+            reason: VoidReason::Shutdown,
+        })
+        .expect("void");
     assert_eq!(
         kinds(&ev)[0],
         &EventKind::HandVoided {
@@ -1061,7 +1071,8 @@ fn void_hand_restores_start_stacks_keeps_the_hand_number_and_the_button() {
                     seat: 2,
                     stack: Chips(before[2])
                 },
-            ]
+            ],
+            reason: VoidReason::Shutdown,
         }
     );
     assert!(matches!(kinds(&ev)[1], EventKind::Left { seat: 0, .. }));

@@ -8,10 +8,19 @@ use actix::prelude::*;
 use tracing::{error, info, warn};
 
 use super::{note_stale_write, Phase, Table};
-use crate::game::{Command, Event, EventKind, RuleError, SeatNo};
+use crate::game::{
+    Audience, Command, Event, EventKind, RuleError, SeatChips, SeatNo, VoidReason,
+};
 use crate::instruments;
 use crate::store::{CashOut, StoreError};
 use crate::types::FreezeReason;
+
+/// What the players are told once a hand's write has an outcome: its
+/// result when recorded, else that it was voided.
+struct Told {
+    result: Vec<Event>,
+    voided: Event,
+}
 
 impl Table {
     /// Applies a command to the game. A panic inside the rules freezes this
@@ -62,25 +71,35 @@ impl Table {
 
     /// Everything that follows a change of game state: timers, the
     /// boundary write at the end of a hand, the next deal.
-    pub(super) fn advance(&mut self, events: Vec<Event>, ctx: &mut Context<Self>) {
-        let ended = events
-            .iter()
-            .any(|e| matches!(e.kind, EventKind::HandEnded { .. }));
+    ///
+    /// A hand's result (showdown, awards, its end and the seats it frees)
+    /// is held back until Postgres has recorded it (I9): players are never
+    /// told a result that might not stand.
+    pub(super) fn advance(&mut self, mut events: Vec<Event>, ctx: &mut Context<Self>) {
         let turn = events.iter().rev().find_map(|e| match e.kind {
             EventKind::Turn { hand, seat, .. } => Some((hand, seat)),
             _ => None,
         });
         let left = self.cash_outs_of(&events);
+        let result_at = events.iter().position(|e| {
+            matches!(
+                e.kind,
+                EventKind::Showdown { .. } | EventKind::PotAwarded { .. } | EventKind::HandEnded { .. }
+            )
+        });
+        let result = result_at.map(|at| events.split_off(at));
         self.broadcast(events);
         if let Some((hand, seat)) = turn {
             self.arm_action_timer(hand, seat, ctx);
         }
-        if ended {
-            Self::cancel(ctx, &mut self.action_timer);
-            self.action_deadline_ms = None;
-            self.write_boundary(left, ctx);
-        } else if !left.is_empty() {
-            self.write_cash_outs(left, ctx);
+        match result {
+            Some(result) => {
+                Self::cancel(ctx, &mut self.action_timer);
+                self.action_deadline_ms = None;
+                self.write_boundary(left, result, ctx);
+            }
+            None if !left.is_empty() => self.write_cash_outs(left, ctx),
+            None => {}
         }
     }
 
@@ -124,11 +143,33 @@ impl Table {
         }));
     }
 
-    pub(super) fn write_boundary(&mut self, outs: Vec<CashOut>, ctx: &mut Context<Self>) {
+    /// Writes the hand that just ended, then tells its result; if the write
+    /// is refused or fails, the players are told the hand is void instead.
+    pub(super) fn write_boundary(
+        &mut self,
+        outs: Vec<CashOut>,
+        result: Vec<Event>,
+        ctx: &mut Context<Self>,
+    ) {
         let Some(summary) = self.game.last_summary().cloned() else {
             error!("hand ended without a summary; freezing the table");
             self.freeze(FreezeReason::InternalError, ctx);
             return;
+        };
+        let voided = Event {
+            to: Audience::All,
+            kind: EventKind::HandVoided {
+                hand: summary.hand,
+                stacks: summary
+                    .seats
+                    .iter()
+                    .map(|s| SeatChips {
+                        seat: s.seat,
+                        stack: s.start_stack,
+                    })
+                    .collect(),
+                reason: VoidReason::NotRecorded,
+            },
         };
         let rt = self.rt.clone();
         let (id, fence, button) = (self.id.clone(), self.fence, self.game.button());
@@ -139,23 +180,26 @@ impl Table {
             metrics::counter!(instruments::HANDS_COMPLETED).increment(1);
             Ok(())
         };
-        self.persist(fut, ctx);
+        self.persist(fut, Some(Told { result, voided }), ctx);
     }
 
     pub(super) fn write_cash_outs(&mut self, outs: Vec<CashOut>, ctx: &mut Context<Self>) {
         let rt = self.rt.clone();
         let (id, fence) = (self.id.clone(), self.fence);
         let fut = async move { rt.store.cash_out(&id, fence, &outs).await };
-        self.persist(fut, ctx);
+        self.persist(fut, None, ctx);
     }
 
     /// Runs one boundary write, holding the table still until it commits:
     /// no message is handled meanwhile, and nothing else that writes may
     /// start (`writing`), so a later write never runs ahead of the one it
     /// depends on (actix runs queued `wait` futures last-in first-out).
+    ///
+    /// `told` is what the players learn once the write has an outcome.
     fn persist(
         &mut self,
         write: impl std::future::Future<Output = Result<(), StoreError>> + 'static,
+        told: Option<Told>,
         ctx: &mut Context<Self>,
     ) {
         self.writing = true;
@@ -163,8 +207,19 @@ impl Table {
             act.writing = false;
             let _g = act.span.clone().entered();
             match res {
-                Ok(()) => act.after_boundary(ctx),
-                Err(e) => act.on_write_error(e, ctx),
+                Ok(()) => {
+                    if let Some(told) = told {
+                        act.broadcast(told.result);
+                    }
+                    act.after_boundary(ctx);
+                }
+                Err(e) => {
+                    if let Some(told) = told {
+                        warn!(event = "hand_voided", "the hand's result was not recorded; voided");
+                        act.broadcast(vec![told.voided]);
+                    }
+                    act.on_write_error(e, ctx);
+                }
             }
         }));
     }
@@ -246,7 +301,10 @@ impl Table {
             "voiding the hand in progress"
         );
         Self::cancel(ctx, &mut self.action_timer);
-        let Some(events) = self.apply_internal(Command::VoidHand, ctx) else {
+        let void = Command::VoidHand {
+            reason: VoidReason::Shutdown,
+        };
+        let Some(events) = self.apply_internal(void, ctx) else {
             return;
         };
         // Players who left during the voided hand are vacated now, with
@@ -257,6 +315,7 @@ impl Table {
         let (id, fence, hand) = (self.id.clone(), self.fence, self.game.hand_no());
         self.persist(
             async move { rt.store.record_void(&id, fence, hand, &outs).await },
+            None,
             ctx,
         );
     }

@@ -297,7 +297,7 @@ impl Game {
                 let action = if owes { Action::Fold } else { Action::Check };
                 self.act(seat, action, ev)
             }
-            Command::VoidHand => self.void_hand(ev),
+            Command::VoidHand { reason } => self.void_hand(reason, ev),
         }
     }
 

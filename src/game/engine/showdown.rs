@@ -128,7 +128,11 @@ impl Game {
         Ok(())
     }
 
-    pub(super) fn void_hand(&mut self, ev: &mut Vec<Event>) -> Result<(), RuleError> {
+    pub(super) fn void_hand(
+        &mut self,
+        reason: VoidReason,
+        ev: &mut Vec<Event>,
+    ) -> Result<(), RuleError> {
         let hand = self.hand.take().ok_or(RuleError::NoHandInProgress)?;
         let mut stacks = Vec::new();
         for p in &hand.players {
@@ -146,6 +150,7 @@ impl Game {
         ev.push(event(EventKind::HandVoided {
             hand: hand.no,
             stacks,
+            reason,
         }));
         self.vacate_leavers(ev)
     }
