@@ -150,9 +150,14 @@ fn bench_apply(rng: &mut ChaCha8Rng) -> Result<(), String> {
             let legal = game.legal_actions();
             let action = pick_action(rng, &legal).ok_or("no legal action")?;
             deciding += t.elapsed();
-            let hand = game.hand_no();
-            game.apply(Command::Act { hand, seat, action })
-                .map_err(|e| format!("legal {action:?} refused: {e}"))?;
+            let (hand, decision) = (game.hand_no(), game.decision().unwrap_or(0));
+            game.apply(Command::Act {
+                hand,
+                seat,
+                decision,
+                action,
+            })
+            .map_err(|e| format!("legal {action:?} refused: {e}"))?;
             commands += 1;
         }
         hands += 1;

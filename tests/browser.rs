@@ -236,7 +236,7 @@ async fn bob_plays(
                 .into_iter()
                 .find(|a| legal.contains(a))
                 .unwrap_or("fold");
-            bob.send(json!({"type": "act", "table": table, "hand": v["hand"], "action": action}))
+            bob.send(json!({"type": "act", "table": table, "hand": v["hand"], "decision": v["decision"], "action": action}))
                 .await;
         }
     }

@@ -259,6 +259,7 @@ async fn every_bad_input_gets_its_error_code_and_changes_nothing() {
     // Wait for the first hand so the action errors are about a live hand.
     let turn = c.recv_event("turn", SECS(10)).await.expect("a turn");
     let hand = turn["hand"].as_u64().expect("hand");
+    let d = turn["decision"].as_u64().expect("decision");
     let to_act = turn["seat"].as_u64().expect("seat");
     let (actor, waiter) = if to_act == 0 {
         (&mut alice, &mut bob)
@@ -267,37 +268,49 @@ async fn every_bad_input_gets_its_error_code_and_changes_nothing() {
     };
     expect_error(
         &mut waiter.client,
-        json!({"type": "act", "table": t, "hand": hand, "action": "call"}),
+        json!({"type": "act", "table": t, "hand": hand, "decision": d, "action": "call"}),
         "not_your_turn",
     )
     .await;
     expect_error(
         &mut actor.client,
-        json!({"type": "act", "table": t, "hand": hand + 7, "action": "call"}),
+        json!({"type": "act", "table": t, "hand": hand + 7, "decision": d, "action": "call"}),
         "stale_hand",
     )
     .await;
     expect_error(
         &mut actor.client,
-        json!({"type": "act", "table": t, "hand": hand, "action": "check"}),
+        json!({"type": "act", "table": t, "hand": hand, "decision": d, "action": "check"}),
         "illegal_action",
     )
     .await;
     expect_error(
         &mut actor.client,
-        json!({"type": "act", "table": t, "hand": hand, "action": "raise", "amount": 3}),
+        json!({"type": "act", "table": t, "hand": hand, "action": "call"}),
+        "bad_field",
+    )
+    .await;
+    expect_error(
+        &mut actor.client,
+        json!({"type": "act", "table": t, "hand": hand, "decision": d + 1, "action": "call"}),
+        "stale_decision",
+    )
+    .await;
+    expect_error(
+        &mut actor.client,
+        json!({"type": "act", "table": t, "hand": hand, "decision": d, "action": "raise", "amount": 3}),
         "bad_amount",
     )
     .await;
     expect_error(
         &mut actor.client,
-        json!({"type": "act", "table": t, "hand": hand, "action": "raise", "amount": 5000}),
+        json!({"type": "act", "table": t, "hand": hand, "decision": d, "action": "raise", "amount": 5000}),
         "insufficient_funds",
     )
     .await;
     expect_error(
         &mut actor.client,
-        json!({"type": "act", "table": t, "hand": hand, "action": "bet"}),
+        json!({"type": "act", "table": t, "hand": hand, "decision": d, "action": "bet"}),
         "bad_amount",
     )
     .await;
@@ -341,7 +354,7 @@ async fn every_bad_input_gets_its_error_code_and_changes_nothing() {
     .await;
     expect_error(
         &mut dave,
-        json!({"type": "act", "table": t, "hand": hand, "action": "fold"}),
+        json!({"type": "act", "table": t, "hand": hand, "decision": d, "action": "fold"}),
         "not_seated",
     )
     .await;
@@ -380,4 +393,73 @@ async fn every_bad_input_gets_its_error_code_and_changes_nothing() {
     let (status, _) = server.get("/admin/audit").await;
     assert_eq!(status, 401);
     assert_eq!(server.audit().await, audit_before);
+}
+
+#[tokio::test]
+async fn a_late_act_for_an_old_decision_gets_stale_decision_and_changes_nothing() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000")
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
+    )
+    .await;
+    let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
+    let first = alice
+        .client
+        .recv_event("turn", SECS(10))
+        .await
+        .expect("turn");
+    let (hand, d) = (
+        first["hand"].clone(),
+        first["decision"].as_u64().expect("decision"),
+    );
+    let first_seat = first["seat"].as_u64().expect("seat");
+    let (first_p, second_p) = if first_seat == alice.seat {
+        (&mut alice, &mut bob)
+    } else {
+        (&mut bob, &mut alice)
+    };
+    // The first to act calls; the turn passes with a new decision.
+    first_p
+        .client
+        .send(json!({"type": "act", "table": t, "hand": hand, "decision": d, "action": "call"}))
+        .await;
+    let second = second_p
+        .client
+        .recv_until(
+            |v| v["kind"] == "turn" && v["decision"].as_u64() > Some(d),
+            SECS(5),
+        )
+        .await
+        .expect("the second decision");
+    // The same call again, late: it answers a decision that is closed.
+    expect_error(
+        &mut first_p.client,
+        json!({"type": "act", "table": t, "hand": hand, "decision": d, "action": "call"}),
+        "stale_decision",
+    )
+    .await;
+    let actions = |c: &WsClient| c.seen.iter().filter(|v| v["kind"] == "action").count();
+    let before = actions(&second_p.client);
+    // The open decision is untouched: its seat acts on it as if nothing came.
+    second_p
+        .client
+        .send(json!({
+            "type": "act", "table": t, "hand": hand, "decision": second["decision"], "action": "check"
+        }))
+        .await;
+    let street = second_p
+        .client
+        .recv_event("street", SECS(5))
+        .await
+        .expect("the flop follows the check");
+    assert_eq!(street["street"], "flop");
+    assert_eq!(
+        actions(&second_p.client),
+        before + 1,
+        "{:?}",
+        second_p.client.seen
+    );
 }

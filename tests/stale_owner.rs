@@ -147,10 +147,14 @@ async fn a_result_whose_write_is_refused_is_never_told_and_the_hand_is_voided_in
 
     // The player to act folds: the hand ends, its write is refused.
     let to_act = turn["seat"].as_u64().expect("seat");
-    let actor = if to_act == alice.seat { &mut alice } else { &mut bob };
+    let actor = if to_act == alice.seat {
+        &mut alice
+    } else {
+        &mut bob
+    };
     actor
         .client
-        .send(json!({"type": "act", "table": t, "hand": hand, "action": "fold"}))
+        .send(json!({"type": "act", "table": t, "hand": hand, "decision": turn["decision"], "action": "fold"}))
         .await;
     for p in [&mut alice, &mut bob] {
         let voided = p

@@ -13,6 +13,8 @@ pub enum RuleError {
     InsufficientChips,
     #[error("command is for hand {got} but the current hand is {expected}")]
     StaleHand { expected: u64, got: u64 },
+    #[error("the action answers decision {got} but the open decision is {expected}")]
+    StaleDecision { expected: u64, got: u64 },
     #[error("no hand is in progress")]
     NoHandInProgress,
     #[error("a hand is in progress")]
@@ -50,6 +52,7 @@ impl RuleError {
             RuleError::BadAmount(_) => "bad_amount",
             RuleError::InsufficientChips => "insufficient_funds",
             RuleError::StaleHand { .. } => "stale_hand",
+            RuleError::StaleDecision { .. } => "stale_decision",
             RuleError::NoHandInProgress => "no_hand_in_progress",
             RuleError::HandInProgress => "hand_in_progress",
             RuleError::SeatTaken => "seat_taken",

@@ -422,7 +422,12 @@ impl Harness {
         if self.rng.gen_bool(0.1) {
             Command::Timeout { hand, seat }
         } else {
-            Command::Act { hand, seat, action }
+            Command::Act {
+                hand,
+                seat,
+                decision: self.game.decision().unwrap_or(0),
+                action,
+            }
         }
     }
 
@@ -466,7 +471,13 @@ impl Harness {
             Some(seat) => {
                 let action = self.random_legal_action();
                 let hand = self.game.hand_no();
-                let r = self.apply(Command::Act { hand, seat, action });
+                let decision = self.game.decision().unwrap_or(0);
+                let r = self.apply(Command::Act {
+                    hand,
+                    seat,
+                    decision,
+                    action,
+                });
                 assert!(r.is_ok(), "legal {action:?} refused: {r:?}");
                 return;
             }

@@ -28,9 +28,11 @@ pub enum Command {
     SitIn { seat: SeatNo },
     /// Start the next hand with a deck the caller has shuffled.
     StartHand { deck: Vec<Card> },
+    /// `decision` is the number of the `turn` the action answers.
     Act {
         hand: u64,
         seat: SeatNo,
+        decision: u64,
         action: Action,
     },
     /// The clock ran out for the seat to act: check if that is legal, else fold.
@@ -103,9 +105,12 @@ pub enum EventKind {
         action: ActionKind,
         amount: Chips,
     },
+    /// `decision` numbers the turns of a hand from 1; an action must name
+    /// the decision it answers.
     Turn {
         hand: u64,
         seat: SeatNo,
+        decision: u64,
         legal: Vec<LegalAction>,
     },
     Street {
@@ -293,6 +298,9 @@ pub struct GameView {
     pub to_act: Option<SeatNo>,
     /// The viewer's legal actions; empty unless it is the viewer's turn.
     pub legal: Vec<LegalAction>,
+    /// The open decision the viewer's action must name; `None` unless it is
+    /// the viewer's turn.
+    pub decision: Option<u64>,
     /// The viewer's own seat, if seated.
     pub you: Option<SeatNo>,
     pub seats: Vec<SeatView>,

@@ -51,14 +51,22 @@ fn start(g: &mut Game, deck: Vec<Card>) -> Vec<Event> {
 }
 
 fn act(g: &mut Game, seat: SeatNo, action: Action) -> Vec<Event> {
-    let hand = g.hand_no();
-    g.apply(Command::Act { hand, seat, action })
-        .unwrap_or_else(|e| panic!("seat {seat} {action:?}: {e}"))
+    try_act(g, seat, action).unwrap_or_else(|e| panic!("seat {seat} {action:?}: {e}"))
+}
+
+/// An action answering the open decision.
+fn act_cmd(g: &Game, seat: SeatNo, action: Action) -> Command {
+    Command::Act {
+        hand: g.hand_no(),
+        seat,
+        decision: g.decision().unwrap_or(0),
+        action,
+    }
 }
 
 fn try_act(g: &mut Game, seat: SeatNo, action: Action) -> Result<Vec<Event>, RuleError> {
-    let hand = g.hand_no();
-    g.apply(Command::Act { hand, seat, action })
+    let cmd = act_cmd(g, seat, action);
+    g.apply(cmd)
 }
 
 /// Asserts the command is refused with `err` and changes nothing.
@@ -350,25 +358,19 @@ fn minimum_bet_is_the_big_blind() {
             LegalAction::AllIn { amount: Chips(98) },
         ]
     );
-    let hand = g.hand_no();
-    let bet = |x| Command::Act {
-        hand,
-        seat: 1,
-        action: Action::Bet(Chips(x)),
-    };
+    let bet = |g: &Game, x| act_cmd(g, 1, Action::Bet(Chips(x)));
+    let cmd = bet(&g, 1);
     refused(
         &mut g,
-        bet(1),
+        cmd,
         RuleError::BadAmount("the minimum bet is 2".into()),
     );
-    refused(&mut g, bet(99), RuleError::InsufficientChips);
+    let cmd = bet(&g, 99);
+    refused(&mut g, cmd, RuleError::InsufficientChips);
+    let cmd = act_cmd(&g, 1, Action::Raise(Chips(4)));
     refused(
         &mut g,
-        Command::Act {
-            hand,
-            seat: 1,
-            action: Action::Raise(Chips(4)),
-        },
+        cmd,
         RuleError::IllegalAction("there is no bet to raise; bet instead".into()),
     );
     let ev = act(&mut g, 1, Action::Bet(Chips(2)));
@@ -384,14 +386,10 @@ fn minimum_raise_is_the_size_of_the_last_full_raise() {
         min: Chips(10),
         max: Chips(100)
     }));
-    let hand = g.hand_no();
+    let cmd = act_cmd(&g, 1, Action::Raise(Chips(9)));
     refused(
         &mut g,
-        Command::Act {
-            hand,
-            seat: 1,
-            action: Action::Raise(Chips(9)),
-        },
+        cmd,
         RuleError::BadAmount("the minimum raise is to 10".into()),
     );
     act(&mut g, 1, Action::Raise(Chips(20)));
@@ -415,16 +413,8 @@ fn short_all_in_raise_does_not_reopen_betting_for_players_who_already_acted() {
         g.legal_actions(),
         vec![LegalAction::Fold, LegalAction::Call { amount: Chips(5) }]
     );
-    let hand = g.hand_no();
     for action in [Action::Raise(Chips(50)), Action::AllIn] {
-        let err = g
-            .clone()
-            .apply(Command::Act {
-                hand,
-                seat: 0,
-                action,
-            })
-            .expect_err("closed");
+        let err = g.clone().apply(act_cmd(&g, 0, action)).expect_err("closed");
         assert_eq!(err.code(), "illegal_action");
     }
     act(&mut g, 0, Action::Call);
@@ -863,7 +853,12 @@ fn sit_is_refused_for_a_bad_seat_a_taken_seat_a_seated_player_or_a_bad_buy_in() 
 #[test]
 fn refused_commands_return_typed_errors_and_leave_the_state_unchanged() {
     let mut g = table(config(6, 1, 2, 0), &[(0, 100), (1, 100), (2, 100)]);
-    let act_cmd = |hand, seat, action| Command::Act { hand, seat, action };
+    let act_cmd = |hand, seat, action| Command::Act {
+        hand,
+        seat,
+        decision: 1,
+        action,
+    };
     refused(
         &mut g,
         act_cmd(1, 0, Action::Call),
@@ -1182,6 +1177,7 @@ fn events_and_legal_actions_serialise_to_the_documented_json() {
         kind: EventKind::Turn {
             hand: 3,
             seat: 1,
+            decision: 5,
             legal: vec![
                 LegalAction::Fold,
                 LegalAction::Check,
@@ -1201,7 +1197,7 @@ fn events_and_legal_actions_serialise_to_the_documented_json() {
     assert_eq!(
         serde_json::to_value(&turn).expect("json"),
         serde_json::json!({
-            "to": "All", "kind": "turn", "hand": 3, "seat": 1,
+            "to": "All", "kind": "turn", "hand": 3, "seat": 1, "decision": 5,
             "legal": [
                 {"action": "fold"}, {"action": "check"}, {"action": "call", "amount": 4},
                 {"action": "bet", "min": 2, "max": 200}, {"action": "raise", "min": 8, "max": 200},

@@ -21,6 +21,7 @@ pub enum ClientFrame {
     Act {
         table: TableId,
         hand: u64,
+        decision: u64,
         action: Action,
     },
     Leave {
@@ -125,6 +126,9 @@ pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
         "act" => {
             let table = table_field(&obj)?;
             let hand = u64_field(&obj, "hand")?.ok_or_else(|| bad_field("hand is required"))?;
+            let decision = u64_field(&obj, "decision")?.ok_or_else(|| {
+                bad_field("decision is required: the number of the turn this action answers")
+            })?;
             let name = match obj.get("action") {
                 Some(Value::String(s)) => s.as_str(),
                 Some(_) => return Err(bad_field("action must be a string")),
@@ -146,6 +150,7 @@ pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
             Ok(ClientFrame::Act {
                 table,
                 hand,
+                decision,
                 action,
             })
         }
@@ -191,7 +196,19 @@ mod tests {
             "bad_field"
         );
         assert_eq!(
-            code(r#"{"type":"act","table":"t1","hand":1,"action":"dance"}"#),
+            code(r#"{"type":"act","table":"t1","hand":1,"decision":1,"action":"dance"}"#),
+            "bad_field"
+        );
+    }
+
+    #[test]
+    fn an_act_without_its_decision_is_bad_field() {
+        assert_eq!(
+            code(r#"{"type":"act","table":"t1","hand":1,"action":"fold"}"#),
+            "bad_field"
+        );
+        assert_eq!(
+            code(r#"{"type":"act","table":"t1","hand":1,"decision":-1,"action":"fold"}"#),
             "bad_field"
         );
     }
@@ -206,12 +223,12 @@ mod tests {
             "9223372036854775808",
         ] {
             let frame = format!(
-                r#"{{"type":"act","table":"t1","hand":1,"action":"raise","amount":{amount}}}"#
+                r#"{{"type":"act","table":"t1","hand":1,"decision":1,"action":"raise","amount":{amount}}}"#
             );
             assert_eq!(code(&frame), "bad_amount", "amount {amount}");
         }
         assert_eq!(
-            code(r#"{"type":"act","table":"t1","hand":1,"action":"bet"}"#),
+            code(r#"{"type":"act","table":"t1","hand":1,"decision":1,"action":"bet"}"#),
             "bad_amount"
         );
         assert_eq!(
@@ -223,10 +240,13 @@ mod tests {
     #[test]
     fn well_formed_frames_parse() {
         assert_eq!(
-            parse(r#"{"type":"act","table":"t1","hand":3,"action":"raise","amount":8}"#),
+            parse(
+                r#"{"type":"act","table":"t1","hand":3,"decision":2,"action":"raise","amount":8}"#
+            ),
             Ok(ClientFrame::Act {
                 table: TableId::parse("t1").expect("id"),
                 hand: 3,
+                decision: 2,
                 action: Action::Raise(Chips(8))
             })
         );

@@ -28,6 +28,7 @@ pub const STABLE_CODES: &[&str] = &[
     "illegal_action",
     "insufficient_funds",
     "stale_hand",
+    "stale_decision",
     "table_frozen",
     "draining",
     "unavailable",

@@ -207,10 +207,16 @@ impl WsSession {
                     })
                     .await
                 }
-                ClientFrame::Act { hand, action, .. } => {
+                ClientFrame::Act {
+                    hand,
+                    decision,
+                    action,
+                    ..
+                } => {
                     addr.send(Act {
                         player,
                         hand,
+                        decision,
                         action,
                         received,
                     })

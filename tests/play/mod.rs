@@ -42,7 +42,9 @@ pub fn choose(policy: Policy, table: &str, turn: &Value) -> Option<Value> {
         Policy::AllIn if legal.contains(&"check") => "check",
         Policy::AllIn => "call",
     };
-    Some(json!({"type": "act", "table": table, "hand": turn["hand"], "action": action}))
+    Some(json!({
+        "type": "act", "table": table, "hand": turn["hand"], "decision": turn["decision"], "action": action
+    }))
 }
 
 /// A connected, joined and seated player.

@@ -422,9 +422,9 @@ impl Bot {
             self.stats().left_to_clock.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        // An act that lands after the deadline races the clock (and can even
-        // be applied to our next turn in the same hand), so a turn that
-        // reached us late is left to the clock instead.
+        // An act that lands after the deadline races the clock (and is
+        // refused as `stale_decision`), so a turn that reached us late is
+        // left to the clock instead.
         let guard = (self.shared.action_clock() / 4)
             .clamp(Duration::from_millis(20), Duration::from_secs(2));
         let pace = self.pacer.wait(Instant::now());
@@ -436,8 +436,10 @@ impl Bot {
             self.protocol_error(format!("turn with nothing to choose from: {v}"));
             return Ok(());
         };
-        let mut frame =
-            json!({"type": "act", "table": self.cfg.table, "hand": hand, "action": choice.action});
+        let mut frame = json!({
+            "type": "act", "table": self.cfg.table, "hand": hand,
+            "decision": v["decision"], "action": choice.action
+        });
         if let Some(amount) = choice.amount {
             frame["amount"] = json!(amount);
         }

@@ -9,9 +9,15 @@ use crate::actions::answers;
 /// arrive a little after the turn itself has moved on.
 const RECENT_TURNS: usize = 8;
 /// Error codes an act can legitimately get when the action clock beat it:
-/// the turn passed on (`not_your_turn`), the time-out ended the hand and the
-/// next one started (`stale_hand`) or is not dealt yet (`no_hand_in_progress`).
-pub const RACE_CODES: [&str; 3] = ["not_your_turn", "stale_hand", "no_hand_in_progress"];
+/// the decision it answered was closed (`stale_decision`), the turn passed
+/// on (`not_your_turn`), the time-out ended the hand and the next one
+/// started (`stale_hand`) or is not dealt yet (`no_hand_in_progress`).
+pub const RACE_CODES: [&str; 4] = [
+    "stale_decision",
+    "not_your_turn",
+    "stale_hand",
+    "no_hand_in_progress",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 enum Outcome {

@@ -132,6 +132,8 @@ impl Handler<Sit> for Table {
 pub struct Act {
     pub player: PlayerId,
     pub hand: u64,
+    /// The `turn` this action answers.
+    pub decision: u64,
     pub action: Action,
     /// When the session read the frame, for the latency histogram.
     pub received: Instant,
@@ -147,6 +149,7 @@ impl Handler<Act> for Table {
             Command::Act {
                 hand: msg.hand,
                 seat,
+                decision: msg.decision,
                 action: msg.action,
             },
             ctx,

@@ -8,9 +8,7 @@ use actix::prelude::*;
 use tracing::{error, info, warn};
 
 use super::{note_stale_write, Phase, Table};
-use crate::game::{
-    Audience, Command, Event, EventKind, RuleError, SeatChips, SeatNo, VoidReason,
-};
+use crate::game::{Audience, Command, Event, EventKind, RuleError, SeatChips, SeatNo, VoidReason};
 use crate::instruments;
 use crate::store::{CashOut, StoreError};
 use crate::types::FreezeReason;
@@ -77,20 +75,27 @@ impl Table {
     /// told a result that might not stand.
     pub(super) fn advance(&mut self, mut events: Vec<Event>, ctx: &mut Context<Self>) {
         let turn = events.iter().rev().find_map(|e| match e.kind {
-            EventKind::Turn { hand, seat, .. } => Some((hand, seat)),
+            EventKind::Turn {
+                hand,
+                seat,
+                decision,
+                ..
+            } => Some((hand, seat, decision)),
             _ => None,
         });
         let left = self.cash_outs_of(&events);
         let result_at = events.iter().position(|e| {
             matches!(
                 e.kind,
-                EventKind::Showdown { .. } | EventKind::PotAwarded { .. } | EventKind::HandEnded { .. }
+                EventKind::Showdown { .. }
+                    | EventKind::PotAwarded { .. }
+                    | EventKind::HandEnded { .. }
             )
         });
         let result = result_at.map(|at| events.split_off(at));
         self.broadcast(events);
-        if let Some((hand, seat)) = turn {
-            self.arm_action_timer(hand, seat, ctx);
+        if let Some((hand, seat, decision)) = turn {
+            self.arm_action_timer(hand, seat, decision, ctx);
         }
         match result {
             Some(result) => {
@@ -127,13 +132,24 @@ impl Table {
         outs
     }
 
-    pub(super) fn arm_action_timer(&mut self, hand: u64, seat: SeatNo, ctx: &mut Context<Self>) {
+    /// The action clock of one decision: when it runs out with that very
+    /// decision still open, the rules check or fold for the seat.
+    pub(super) fn arm_action_timer(
+        &mut self,
+        hand: u64,
+        seat: SeatNo,
+        decision: u64,
+        ctx: &mut Context<Self>,
+    ) {
         Self::cancel(ctx, &mut self.action_timer);
         let timeout = self.rt.action_timeout();
         self.action_timer = Some(ctx.run_later(timeout, move |act, ctx| {
             act.action_timer = None;
             let _g = act.span.clone().entered();
-            if act.game.hand_no() != hand || act.game.to_act() != Some(seat) {
+            if act.game.hand_no() != hand
+                || act.game.to_act() != Some(seat)
+                || act.game.decision() != Some(decision)
+            {
                 return;
             }
             info!(seat, "action clock ran out");
@@ -215,7 +231,10 @@ impl Table {
                 }
                 Err(e) => {
                     if let Some(told) = told {
-                        warn!(event = "hand_voided", "the hand's result was not recorded; voided");
+                        warn!(
+                            event = "hand_voided",
+                            "the hand's result was not recorded; voided"
+                        );
                         act.broadcast(vec![told.voided]);
                     }
                     act.on_write_error(e, ctx);

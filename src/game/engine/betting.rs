@@ -31,6 +31,19 @@ impl Game {
         Ok(())
     }
 
+    /// An action answers exactly the open decision of its hand: a late,
+    /// repeated or clock-beaten action is refused and changes nothing.
+    pub(super) fn check_decision(&self, hand_no: u64, decision: u64) -> Result<(), RuleError> {
+        let hand = self.hand_ref()?;
+        if hand.no == hand_no && hand.decision != decision {
+            return Err(RuleError::StaleDecision {
+                expected: hand.decision,
+                got: decision,
+            });
+        }
+        Ok(())
+    }
+
     pub(super) fn legal_for(&self, seat: SeatNo) -> Vec<LegalAction> {
         let Some(hand) = self.hand.as_ref() else {
             return Vec::new();
@@ -244,10 +257,13 @@ impl Game {
                     .find(|&s| hand.player(s).is_some_and(|p| hand.needs_action(p)))
                     .ok_or_else(|| RuleError::Internal("open round with nobody to act".into()))?;
                 hand.to_act = Some(next);
+                hand.decision += 1;
+                let decision = hand.decision;
                 let legal = self.legal_for(next);
                 ev.push(event(EventKind::Turn {
                     hand: no,
                     seat: next,
+                    decision,
                     legal,
                 }));
                 return Ok(());

@@ -81,6 +81,7 @@ impl Game {
             current_bet: self.config.big_blind,
             min_raise: self.config.big_blind,
             last_aggressor: None,
+            decision: 0,
         });
         self.hand_no = no;
         self.button = Some(button);

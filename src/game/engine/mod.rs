@@ -82,6 +82,8 @@ struct Hand {
     /// blind): the smallest legal raise increment.
     min_raise: Chips,
     last_aggressor: Option<SeatNo>,
+    /// Turns opened so far in this hand; the open one's number.
+    decision: u64,
 }
 
 impl Hand {
@@ -286,7 +288,13 @@ impl Game {
             Command::SitOut { seat } => self.set_sitting_out(seat, true, ev),
             Command::SitIn { seat } => self.set_sitting_out(seat, false, ev),
             Command::StartHand { deck } => self.start_hand(deck, ev),
-            Command::Act { hand, seat, action } => {
+            Command::Act {
+                hand,
+                seat,
+                decision,
+                action,
+            } => {
+                self.check_decision(hand, decision)?;
                 self.check_turn(hand, seat)?;
                 self.act(seat, action, ev)
             }

@@ -38,6 +38,14 @@ impl Game {
             .unwrap_or_default()
     }
 
+    /// The open decision's number while a hand waits for an action.
+    pub fn decision(&self) -> Option<u64> {
+        self.hand
+            .as_ref()
+            .filter(|h| h.to_act.is_some())
+            .map(|h| h.decision)
+    }
+
     pub fn legal_actions(&self) -> Vec<LegalAction> {
         match self.to_act() {
             Some(seat) => self.legal_for(seat),
@@ -114,9 +122,9 @@ impl Game {
                 eligible: p.eligible,
             })
             .collect();
-        let legal = match (you, self.to_act()) {
-            (Some(y), Some(t)) if y == t => self.legal_for(t),
-            _ => Vec::new(),
+        let (legal, decision) = match (you, self.to_act(), hand) {
+            (Some(y), Some(t), Some(h)) if y == t => (self.legal_for(t), Some(h.decision)),
+            _ => (Vec::new(), None),
         };
         let board = match (hand, &self.reveal) {
             (Some(h), _) => h.board.clone(),
@@ -133,6 +141,7 @@ impl Game {
             pots,
             to_act: self.to_act(),
             legal,
+            decision,
             you,
             seats,
         }
