@@ -704,7 +704,7 @@ async fn scenario(c: &Client, w: &mut World) -> Result<()> {
     // ---- a refused frame: a sentence in the pill, not the code ------------
     c.execute(
         "window.pitboss.send({type: 'act', table: window.pitboss.state.table, \
-         hand: window.pitboss.state.game.hand, action: 'check'}); return true;",
+         hand: window.pitboss.state.game.hand, decision: 1, action: 'check'}); return true;",
         vec![],
     )
     .await
