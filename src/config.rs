@@ -111,6 +111,10 @@ pub struct InstanceSettings {
     #[serde(default)]
     pub id: Option<String>,
     pub environment: String,
+    /// How other instances reach this one; `http://<http.host>:<bound
+    /// port>` when unset.
+    #[serde(default)]
+    pub advertise_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

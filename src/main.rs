@@ -3,6 +3,7 @@ use std::process::ExitCode;
 
 use pitboss::auth::{now_unix, TokenSigner};
 use pitboss::config::{LoadOptions, Settings};
+use pitboss::lease::ClaimError;
 use pitboss::startup::Application;
 
 const USAGE: &str = "usage: pitboss [serve] [--host H] [--port N] [--config-dir DIR] | pitboss token [--config-dir DIR] <player>";
@@ -125,7 +126,12 @@ fn serve(settings: Settings) -> ExitCode {
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "pitboss stopped");
             eprintln!("pitboss: {e:#}");
-            ExitCode::FAILURE
+            // Another live process with this id is a configuration error,
+            // not a failure to start.
+            match e.downcast_ref::<ClaimError>() {
+                Some(ClaimError::InUse { .. }) => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }

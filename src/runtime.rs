@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use crate::auth::TokenSigner;
 use crate::config::Settings;
-use crate::lease::LeaseClient;
+use crate::lease::{LeaseClient, Registration};
 use crate::store::Store;
 
 pub struct Runtime {
@@ -17,6 +17,8 @@ pub struct Runtime {
     pub lease: LeaseClient,
     pub signer: TokenSigner,
     pub metrics: PrometheusHandle,
+    /// This process's claim on its instance id.
+    pub registration: Registration,
     draining: AtomicBool,
     /// Flips to true when a drain starts; idle sessions close on it.
     shutdown: watch::Sender<bool>,
@@ -29,6 +31,7 @@ impl Runtime {
         lease: LeaseClient,
         signer: TokenSigner,
         metrics: PrometheusHandle,
+        registration: Registration,
     ) -> Runtime {
         Runtime {
             settings,
@@ -36,6 +39,7 @@ impl Runtime {
             lease,
             signer,
             metrics,
+            registration,
             draining: AtomicBool::new(false),
             shutdown: watch::channel(false).0,
         }

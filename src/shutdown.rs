@@ -38,6 +38,10 @@ pub async fn run_until_stopped(app: Application) -> anyhow::Result<()> {
         _ = term.recv() => force(&app.manager).await,
         _ = int.recv() => force(&app.manager).await,
     }
+    // The id is free for the next process at once (I12).
+    if let Err(e) = app.rt.lease.deregister_instance(&app.rt.registration).await {
+        warn!(error = %e, "could not remove the instance registration; it expires with its TTL");
+    }
     handle.stop(true).await;
     let _ = server.await;
     Ok(())

@@ -24,7 +24,7 @@ use crate::actors::table_manager::TableManager;
 use crate::auth::TokenSigner;
 use crate::config::Settings;
 use crate::http::{routes, AppState};
-use crate::lease::{LeaseClient, LeaseError};
+use crate::lease::{LeaseClient, LeaseError, Registration};
 use crate::runtime::Runtime;
 use crate::store::Store;
 
@@ -289,6 +289,20 @@ impl Application {
             .context("could not migrate the database")?;
 
         let lease = connect_redis(&settings).await?;
+        // I12: one live process per instance id, checked before any table
+        // could be taken.
+        let advertise_url = settings
+            .instance
+            .advertise_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
+        let registration = Registration::new(advertise_url);
+        info!(
+            instance = settings.instance_id(),
+            incarnation = registration.incarnation(),
+            "registering the instance id"
+        );
+        lease.claim_instance(&registration).await?;
 
         let secret = settings
             .auth
@@ -303,7 +317,14 @@ impl Application {
         let arbiters = (0..settings.table.arbiters)
             .map(|_| Arbiter::new().handle())
             .collect();
-        let rt = Arc::new(Runtime::new(settings, store, lease, signer, metrics));
+        let rt = Arc::new(Runtime::new(
+            settings,
+            store,
+            lease,
+            signer,
+            metrics,
+            registration,
+        ));
         let manager = TableManager::new(rt.clone(), arbiters).start();
         let last_renew_ok_ms = Arc::new(AtomicU64::new(now_ms()));
         Heartbeat::new(rt.clone(), manager.clone(), last_renew_ok_ms.clone()).start();

@@ -322,10 +322,14 @@ async fn a_table_released_by_idle_eviction_does_not_freeze_and_is_hosted_again_o
         .collect();
     assert!(!states.contains(&"frozen"), "{events}");
     let (_, text) = server.get("/metrics").await;
-    assert!(
-        !text.contains("pitboss_leases_lost_total"),
-        "no lease counted as lost: {text}"
-    );
+    for reason in ["gone", "foreign", "deadline"] {
+        let series = format!("pitboss_leases_lost_total{{reason=\"{reason}\"}}");
+        assert_eq!(
+            metric(&text, &series),
+            0.0,
+            "no lease counted as lost: {text}"
+        );
+    }
     let mut redis = common::redis_conn(&common::shared_redis_url()).await;
     let exists: i64 = redis::cmd("EXISTS")
         .arg(lease_key(&env, &t))

@@ -68,7 +68,7 @@ async fn a_second_instance_refuses_and_keeps_retrying_a_table_the_first_hosts() 
 }
 
 #[tokio::test]
-async fn a_restart_with_the_same_instance_id_retakes_its_tables_at_once_and_another_id_waits_out_the_ttl(
+async fn a_restart_with_the_same_instance_id_retakes_its_tables_without_waiting_out_the_ttl_and_another_id_does(
 ) {
     let db = test_db().await;
     let env = unique_env();
@@ -131,5 +131,90 @@ async fn a_restart_with_the_same_instance_id_retakes_its_tables_at_once_and_anot
         killed_at.elapsed() >= Duration::from_millis(ttl_ms * 2 / 3),
         "inst-c could not have taken a live lease ({:?} after the kill)",
         killed_at.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_second_process_with_a_live_instance_id_refuses_to_start_and_the_first_keeps_its_tables()
+{
+    let db = test_db().await;
+    let env = unique_env();
+    let ttl_ms = 1500;
+    let cfg = ServerConfig::new(&db, &env)
+        .with_ttl_ms(ttl_ms)
+        .with_instance("inst-a");
+    let a = Server::start(cfg.clone()).await;
+    let t = play::new_table(&a).await;
+    assert_eq!(a.table(&t).await["fence"], 1);
+
+    let started = Instant::now();
+    let mut second = cfg.command();
+    second
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || second.output())
+        .await
+        .expect("join")
+        .expect("run the second process");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    assert!(
+        lines[0].contains("instance id inst-a is in use by a live process"),
+        "{stderr}"
+    );
+    // It watched the id for about one refresh period before refusing.
+    assert!(started.elapsed() < Duration::from_millis(ttl_ms / 3 + 1000 + 3000));
+
+    // The first never noticed: same table, same fence, still hosted.
+    tokio::time::sleep(Duration::from_millis(ttl_ms)).await;
+    let v = a.table(&t).await;
+    assert_eq!(
+        (
+            v["hosted_here"].as_bool(),
+            v["fence"].as_u64(),
+            v["owner"].as_str()
+        ),
+        (Some(true), Some(1), Some("inst-a")),
+        "{v}"
+    );
+    let (status, _) = a.get("/readyz").await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn a_killed_process_restarted_with_its_id_retakes_its_tables_within_a_third_of_the_ttl_and_a_second(
+) {
+    let db = test_db().await;
+    let env = unique_env();
+    let ttl_ms = 3000;
+    let cfg = ServerConfig::new(&db, &env)
+        .with_ttl_ms(ttl_ms)
+        .with_instance("inst-a");
+    let a = Server::start(cfg.clone()).await;
+    let t = play::new_table(&a).await;
+    a.sigkill();
+    a.wait_exit(Duration::from_secs(5)).await.expect("a exited");
+
+    // The registration outlives the kill; the new process sees it stand
+    // still for one refresh period and takes the id over.
+    let restarted = Instant::now();
+    let a2 = Server::start(cfg).await;
+    let retaken = common::eventually(
+        Duration::from_secs(5),
+        Duration::from_millis(25),
+        || async {
+            let v = a2.table(&t).await;
+            v["hosted_here"] == true && v["fence"] == 2
+        },
+    )
+    .await;
+    let took = restarted.elapsed();
+    assert!(retaken, "{}", a2.table(&t).await);
+    // TTL/3 + 1 s of watching, plus the process start and one scan pass.
+    assert!(
+        took < Duration::from_millis(ttl_ms / 3 + 1000 + 1500),
+        "re-took its table {took:?} after the restart"
     );
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
-use tracing::warn;
+use tracing::{error, warn};
 
 use super::table_manager::{HeldLeases, RenewReport, TableManager};
 use crate::instruments;
@@ -49,29 +49,52 @@ impl Heartbeat {
             self.last_ok_ms.clone(),
         );
         let fut = async move {
-            let leases = manager.send(HeldLeases).await.unwrap_or_default();
-            if leases.is_empty() {
-                last_ok.store(now_ms(), Ordering::Relaxed);
-                return;
-            }
-            let sent = Instant::now();
-            match rt.lease.renew_all(&leases).await {
-                Ok(outcomes) => {
-                    metrics::histogram!(instruments::LEASE_RENEW_SECONDS)
-                        .record(sent.elapsed().as_secs_f64());
-                    last_ok.store(now_ms(), Ordering::Relaxed);
-                    manager.do_send(RenewReport {
-                        sent,
-                        outcomes: leases.into_iter().zip(outcomes).collect(),
-                    });
-                }
-                Err(e) => {
-                    metrics::counter!(instruments::LEASE_RENEW_ERRORS).increment(1);
-                    warn!(event = "lease_renew_failed", error = %e, leases = leases.len(), "lease renew failed");
-                }
+            // The instance registration beats with the leases (I12).
+            let registered = rt.lease.refresh_instance(&rt.registration);
+            let leases = async {
+                let leases = manager.send(HeldLeases).await.unwrap_or_default();
+                renew(&rt, &manager, &last_ok, leases).await;
+            };
+            let (registered, ()) = tokio::join!(registered, leases);
+            match registered {
+                Ok(true) => {}
+                Ok(false) => error!(
+                    event = "instance_id_taken",
+                    "another process holds this instance id now; this process's leases will be refused"
+                ),
+                Err(e) => warn!(error = %e, "could not refresh the instance registration"),
             }
         };
         ctx.spawn(fut.into_actor(self).map(|(), act, _| act.in_flight = false));
+    }
+}
+
+/// Renews every held lease in one round trip and reports the outcome.
+async fn renew(
+    rt: &Runtime,
+    manager: &Addr<TableManager>,
+    last_ok: &AtomicU64,
+    leases: Vec<crate::lease::HeldLease>,
+) {
+    if leases.is_empty() {
+        last_ok.store(now_ms(), Ordering::Relaxed);
+        return;
+    }
+    let sent = Instant::now();
+    match rt.lease.renew_all(&leases).await {
+        Ok(outcomes) => {
+            metrics::histogram!(instruments::LEASE_RENEW_SECONDS)
+                .record(sent.elapsed().as_secs_f64());
+            last_ok.store(now_ms(), Ordering::Relaxed);
+            manager.do_send(RenewReport {
+                sent,
+                outcomes: leases.into_iter().zip(outcomes).collect(),
+            });
+        }
+        Err(e) => {
+            metrics::counter!(instruments::LEASE_RENEW_ERRORS).increment(1);
+            warn!(event = "lease_renew_failed", error = %e, leases = leases.len(), "lease renew failed");
+        }
     }
 }
 

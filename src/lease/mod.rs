@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionManager;
 use redis::{ErrorKind, Pipeline, Script, Value};
 
+mod instance;
+
+pub use instance::{ClaimError, InstanceRecord, Registration};
+
 use crate::types::{Fence, TableId};
 
 /// Called by SHA (EVALSHA); a server that does not know a script yet (a

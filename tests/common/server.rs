@@ -162,7 +162,7 @@ impl ServerConfig {
 
     /// `pitboss serve` with this configuration, on a port of its choosing
     /// on loopback.
-    fn command(&self) -> Command {
+    pub fn command(&self) -> Command {
         let mut cmd = pitboss_command(true);
         cmd.arg("serve")
             .env("PITBOSS__HTTP__HOST", "127.0.0.1")
