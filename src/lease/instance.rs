@@ -175,20 +175,9 @@ impl LeaseClient {
                 // Still the same beat after a whole refresh period: the
                 // holder is gone. Take over unless someone else just did.
                 None => {
-                    let key = self.instance_key();
-                    let (value, ttl_ms) = (me.next(), self.ttl_ms());
+                    let args = vec![seen, me.next(), self.ttl_ms().to_string()];
                     let taken: i64 = self
-                        .run(move |mut c| {
-                            Box::pin(async move {
-                                TAKE_OVER
-                                    .key(key)
-                                    .arg(seen)
-                                    .arg(value)
-                                    .arg(ttl_ms)
-                                    .invoke_async(&mut c)
-                                    .await
-                            })
-                        })
+                        .invoke(&TAKE_OVER, vec![self.instance_key()], args)
                         .await?;
                     if taken == 1 {
                         return Ok(());
@@ -213,38 +202,21 @@ impl LeaseClient {
     /// Refreshes this process's registration (with a new beat); `false`
     /// when another incarnation holds the id now.
     pub async fn refresh_instance(&self, me: &Registration) -> Result<bool, LeaseError> {
-        let key = self.instance_key();
-        let (incarnation, value, ttl_ms) = (me.incarnation.clone(), me.next(), self.ttl_ms());
+        let args = vec![me.incarnation.clone(), me.next(), self.ttl_ms().to_string()];
         let ours: i64 = self
-            .run(move |mut c| {
-                Box::pin(async move {
-                    REFRESH
-                        .key(key)
-                        .arg(incarnation)
-                        .arg(value)
-                        .arg(ttl_ms)
-                        .invoke_async(&mut c)
-                        .await
-                })
-            })
+            .invoke(&REFRESH, vec![self.instance_key()], args)
             .await?;
         Ok(ours == 1)
     }
 
     /// Removes this process's registration at the end of a graceful stop.
     pub async fn deregister_instance(&self, me: &Registration) -> Result<(), LeaseError> {
-        let key = self.instance_key();
-        let incarnation = me.incarnation.clone();
         let _: i64 = self
-            .run(move |mut c| {
-                Box::pin(async move {
-                    DEREGISTER
-                        .key(key)
-                        .arg(incarnation)
-                        .invoke_async(&mut c)
-                        .await
-                })
-            })
+            .invoke(
+                &DEREGISTER,
+                vec![self.instance_key()],
+                vec![me.incarnation.clone()],
+            )
             .await?;
         Ok(())
     }

@@ -162,24 +162,42 @@ impl LeaseClient {
         }
     }
 
+    /// Calls one script by SHA (loading it if the server lacks it), within
+    /// the operation timeout.
+    async fn invoke<T: redis::FromRedisValue + Send + 'static>(
+        &self,
+        script: &'static Script,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<T, LeaseError> {
+        self.run(move |mut c| {
+            Box::pin(async move {
+                let mut call = script.prepare_invoke();
+                for k in keys {
+                    call.key(k);
+                }
+                for a in args {
+                    call.arg(a);
+                }
+                call.invoke_async(&mut c).await
+            })
+        })
+        .await
+    }
+
     /// Takes the lease if it is free or already ours, with a fence above both
     /// the Redis counter and `floor` (the highest token Postgres has seen).
     pub async fn acquire(&self, table: &TableId, floor: Fence) -> Result<Fence, LeaseError> {
-        let (lease_key, fence_key) = (self.lease_key(table), self.fence_key(table));
-        let (owner, ttl_ms) = (self.owner.clone(), self.ttl_ms());
         let reply: Vec<Value> = self
-            .run(move |mut c| {
-                Box::pin(async move {
-                    ACQUIRE
-                        .key(lease_key)
-                        .key(fence_key)
-                        .arg(owner)
-                        .arg(ttl_ms)
-                        .arg(floor.0)
-                        .invoke_async(&mut c)
-                        .await
-                })
-            })
+            .invoke(
+                &ACQUIRE,
+                vec![self.lease_key(table), self.fence_key(table)],
+                vec![
+                    self.owner.clone(),
+                    self.ttl_ms().to_string(),
+                    floor.0.to_string(),
+                ],
+            )
             .await?;
         match reply.as_slice() {
             [flag, fence] if int(flag) == Some(1) => text(fence)
