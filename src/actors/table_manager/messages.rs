@@ -8,12 +8,12 @@ use tokio::sync::oneshot;
 use tracing::{debug, error, info, warn};
 
 use super::hosting::{dispose, HostError, Mode};
-use super::{DrainState, TableManager};
+use super::{DrainState, Pending, TableManager};
 use crate::actors::table::{Drain, Freeze, Table, TableStopped};
 use crate::game::Chips;
 use crate::instruments;
 use crate::lease::{HeldLease, RenewOutcome};
-use crate::types::{FreezeReason, TableId, TableState};
+use crate::types::{FreezeReason, TableId};
 
 /// Find the table here, or take its lease and host it.
 #[derive(Message)]
@@ -269,14 +269,20 @@ impl Handler<Dispose> for TableManager {
             ))));
         }
         // The pending entry keeps joins and recovers off the table meanwhile.
-        self.pending.insert(msg.table.clone(), Vec::new());
+        self.pending.insert(
+            msg.table.clone(),
+            Pending {
+                mode: None,
+                waiters: Vec::new(),
+            },
+        );
         let rt = self.rt.clone();
         let table = msg.table.clone();
         let fut = async move { dispose(rt, table).await };
         Box::pin(fut.into_actor(self).map(move |res, act, _ctx| {
-            for w in act.pending.remove(&msg.table).unwrap_or_default() {
-                let _ = w.send(Err(HostError::Closed(TableState::Closed)));
-            }
+            // Nobody waits behind a disposal (other requests are refused
+            // while it runs); the entry only kept them off.
+            act.pending.remove(&msg.table);
             res
         }))
     }

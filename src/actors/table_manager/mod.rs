@@ -36,6 +36,13 @@ struct Hosted {
 
 type Waiter = oneshot::Sender<Result<Addr<Table>, HostError>>;
 
+/// What is under way for a table being acquired, and who waits for it.
+struct Pending {
+    /// `None`: a disposal.
+    mode: Option<Mode>,
+    waiters: Vec<Waiter>,
+}
+
 pub struct TableManager {
     rt: Arc<Runtime>,
     arbiters: Vec<ArbiterHandle>,
@@ -44,7 +51,7 @@ pub struct TableManager {
     /// Tables being acquired right now, with whoever waits for them, so two
     /// joins never acquire the same table twice (a second same-owner acquire
     /// would bump the fence under the first).
-    pending: HashMap<TableId, Vec<Waiter>>,
+    pending: HashMap<TableId, Pending>,
     scanning: bool,
     drain: Option<DrainState>,
 }
@@ -123,19 +130,36 @@ impl TableManager {
             }
             return;
         }
-        if let Some(waiters) = self.pending.get_mut(&table) {
-            waiters.extend(waiter);
+        if let Some(pending) = self.pending.get_mut(&table) {
+            // Only the same request shares the outcome: a recover must not
+            // be answered by a host (or a disposal) it never asked for.
+            if pending.mode == Some(mode) {
+                pending.waiters.extend(waiter);
+            } else if let Some(w) = waiter {
+                let _ = w.send(Err(HostError::Unavailable(
+                    "the table is busy with another request; try again".into(),
+                )));
+            }
             return;
         }
         // The entry marks the acquire as under way, even with no waiter.
-        self.pending
-            .insert(table.clone(), waiter.into_iter().collect());
+        self.pending.insert(
+            table.clone(),
+            Pending {
+                mode: Some(mode),
+                waiters: waiter.into_iter().collect(),
+            },
+        );
         let rt = self.rt.clone();
         ctx.spawn(
             acquire_and_load(rt, table.clone(), mode)
                 .into_actor(self)
                 .map(move |res, act, ctx| {
-                    let waiters = act.pending.remove(&table).unwrap_or_default();
+                    let waiters = act
+                        .pending
+                        .remove(&table)
+                        .map(|p| p.waiters)
+                        .unwrap_or_default();
                     let outcome = res.and_then(|prepared| act.start_table(prepared, ctx));
                     if let Err(e) = &outcome {
                         debug!(table_id = %table, error = %e, "table not hosted");
