@@ -14,7 +14,7 @@ COPY crates/pitboss-bots/Cargo.toml crates/pitboss-bots/
 COPY scripts/docker-stub-targets.sh /usr/local/bin/docker-stub-targets
 RUN set -eux; \
     sh /usr/local/bin/docker-stub-targets Cargo.toml crates/pitboss-bots/Cargo.toml; \
-    cargo build --release --locked -p pitboss; \
+    cargo build --profile dist --locked -p pitboss; \
     rm -rf src
 
 COPY src ./src
@@ -25,8 +25,8 @@ COPY static ./static
 # mtime makes cargo rebuild the crate instead of shipping the placeholder.
 RUN set -eux; \
     find src -name '*.rs' -exec touch {} +; \
-    cargo build --release --locked -p pitboss; \
-    cp target/release/pitboss /usr/local/bin/pitboss
+    cargo build --profile dist --locked -p pitboss; \
+    cp target/dist/pitboss /usr/local/bin/pitboss
 
 # ---- run ---------------------------------------------------------------------
 FROM debian:bookworm-slim
