@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
-use tracing::{error, warn};
+use tracing::{debug, error, warn};
 
-use super::table_manager::{HeldLeases, RenewReport, TableManager};
+use super::table_manager::{FencesSeen, HeldLeases, RenewReport, TableManager};
 use crate::instruments;
 use crate::runtime::Runtime;
+use crate::types::TableId;
 
 pub struct Heartbeat {
     rt: Arc<Runtime>,
@@ -53,7 +54,9 @@ impl Heartbeat {
             let registered = rt.lease.refresh_instance(&rt.registration);
             let leases = async {
                 let leases = manager.send(HeldLeases).await.unwrap_or_default();
+                let tables: Vec<_> = leases.iter().map(|l| l.table.clone()).collect();
                 renew(&rt, &manager, &last_ok, leases).await;
+                check_fences(&rt, &manager, &tables).await;
             };
             let (registered, ()) = tokio::join!(registered, leases);
             match registered {
@@ -66,6 +69,19 @@ impl Heartbeat {
             }
         };
         ctx.spawn(fut.into_actor(self).map(|(), act, _| act.in_flight = false));
+    }
+}
+
+/// Asks Postgres for the fences of the hosted tables: one that moved past
+/// this process's (an operator's freeze from another instance, a newer
+/// owner's stamp) stops that table's copy within one period.
+async fn check_fences(rt: &Runtime, manager: &Addr<TableManager>, tables: &[TableId]) {
+    if tables.is_empty() {
+        return;
+    }
+    match rt.store.fences(tables).await {
+        Ok(rows) => manager.do_send(FencesSeen { rows }),
+        Err(e) => debug!(error = %e, "could not read the hosted tables' fences"),
     }
 }
 

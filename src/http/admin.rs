@@ -8,13 +8,15 @@ use secrecy::ExposeSecret;
 use serde_json::{json, Map, Value};
 
 use super::{ApiError, AppState};
-use crate::actors::table_manager::{Dispose, HostError, IsHosted, LoadOrCreate, Recover};
+use crate::actors::table_manager::{
+    Dispose, FencesSeen, HostError, IsHosted, LoadOrCreate, Recover,
+};
 use crate::auth::{expires_at, now_unix};
 use crate::game::{Chips, TableConfig};
 use crate::protocol::client::{chips_field, u64_field};
 use crate::protocol::ClientError;
 use crate::store::{StoreError, TableRow};
-use crate::types::{valid_player_name, TableId, TableState};
+use crate::types::{valid_player_name, FreezeReason, TableId, TableState};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/tables", web::post().to(create_table))
@@ -23,6 +25,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/tables/{id}/events", web::get().to(table_events))
         .route("/tables/{id}/recover", web::post().to(recover_table))
         .route("/tables/{id}/dispose", web::post().to(dispose_table))
+        .route("/tables/{id}/freeze", web::post().to(freeze_table))
         .route("/players/{player}/grant", web::post().to(grant))
         .route("/players/{player}/token", web::post().to(player_token))
         .route("/players/{player}", web::get().to(player))
@@ -286,6 +289,53 @@ async fn recover_table(
         .map_err(ApiError::internal)?
         .map_err(host_error)?;
     Ok(HttpResponse::Ok().json(view_of(&state, &id).await?))
+}
+
+/// An operator's freeze, from any instance: recorded (with a fence past
+/// the owner's) first, then the owner stops: at once when it is this
+/// instance, else at its next fence check (within TTL/3).
+async fn freeze_table(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = table_id(&path)?;
+    if !body.is_empty() {
+        let obj = json_object(&body)?;
+        only_fields(&obj, &["reason"])?;
+        match obj.get("reason") {
+            None => {}
+            Some(Value::String(r)) if r == FreezeReason::Operator.as_str() => {}
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "bad_field",
+                    "reason must be \"operator\" (or left out)",
+                ))
+            }
+        }
+    }
+    let known = state.rt.store.table(&id).await.map_err(store_error)?;
+    if known.is_none_or(|r| r.environment != state.rt.environment()) {
+        return Err(ApiError::table_not_found());
+    }
+    let row = state
+        .rt
+        .store
+        .freeze_by_operator(&id, state.rt.instance_id())
+        .await
+        .map_err(|e| match e {
+            StoreError::WrongState(s) => ApiError::new(
+                StatusCode::CONFLICT,
+                "not_freezable",
+                &format!("the table is {s}: it is being disposed or is closed"),
+            ),
+            other => store_error(other),
+        })?;
+    state.manager.do_send(FencesSeen {
+        rows: vec![(row.id.clone(), row.state, row.state_reason, row.fence)],
+    });
+    Ok(HttpResponse::Ok().json(view(&state, row).await?))
 }
 
 async fn dispose_table(

@@ -148,6 +148,71 @@ impl Store {
         table_row(&row)
     }
 
+    /// An operator's freeze, from any instance: the table becomes `frozen`
+    /// (`operator`) and its fence moves past the owner's, so nothing the
+    /// owner writes lands any more; the owner learns of it at its next
+    /// fence check and stops. Idempotent on a frozen table. Returns the
+    /// row, or `WrongState` for a table already being disposed or closed.
+    pub async fn freeze_by_operator(&self, id: &TableId, by: &str) -> Result<TableRow, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let current = lock_table(&mut tx, id).await?;
+        match current.state {
+            TableState::Frozen => {}
+            s if s.is_hostable() => {
+                let fence = Fence(current.fence.0.saturating_add(1));
+                sqlx::query(
+                    "UPDATE tables SET owner_fencing_token = $2, updated_at = now() WHERE id = $1",
+                )
+                .bind(id.as_str())
+                .bind(fence.as_db())
+                .execute(&mut *tx)
+                .await?;
+                let step = Step {
+                    from: current.state,
+                    to: TableState::Frozen,
+                    reason: StateReason::Operator,
+                    owner: by,
+                    fence,
+                };
+                move_state(&mut tx, id, step).await?;
+            }
+            other => return Err(StoreError::WrongState(other)),
+        }
+        let row = sqlx::query(&format!("SELECT {TABLE_COLUMNS} FROM tables WHERE id = $1"))
+            .bind(id.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        table_row(&row)
+    }
+
+    /// The state and fence Postgres holds for each of these tables, for an
+    /// owner checking that nobody has stamped or frozen them behind its back.
+    pub async fn fences(
+        &self,
+        ids: &[TableId],
+    ) -> Result<Vec<(TableId, TableState, Option<StateReason>, Fence)>, StoreError> {
+        let ids: Vec<&str> = ids.iter().map(TableId::as_str).collect();
+        let rows = sqlx::query(
+            "SELECT id, state, state_reason, owner_fencing_token FROM tables WHERE id = ANY($1)",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let id: String = r.try_get("id")?;
+                Ok((
+                    TableId::parse(&id)
+                        .ok_or_else(|| StoreError::Inconsistent(format!("table id {id:?}")))?,
+                    r.try_get("state")?,
+                    r.try_get("state_reason")?,
+                    Fence::from_db(r.try_get("owner_fencing_token")?),
+                ))
+            })
+            .collect()
+    }
+
     /// A fenced state transition (frozen, draining, released, ...).
     pub async fn transition(
         &self,

@@ -13,7 +13,7 @@ use crate::actors::table::{Drain, Freeze, Table, TableStopped};
 use crate::game::Chips;
 use crate::instruments;
 use crate::lease::{HeldLease, RenewOutcome};
-use crate::types::{FreezeReason, TableId};
+use crate::types::{Fence, FreezeReason, StateReason, TableId, TableState};
 
 /// Find the table here, or take its lease and host it.
 #[derive(Message)]
@@ -285,5 +285,43 @@ impl Handler<Dispose> for TableManager {
             act.pending.remove(&msg.table);
             res
         }))
+    }
+}
+
+/// What Postgres holds for tables this process hosts: `(table, state,
+/// reason, fence)`. A table whose fence has moved past this process's was
+/// stamped or frozen behind its back (an operator's freeze from any
+/// instance, or a newer owner): its copy stops at once.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FencesSeen {
+    pub rows: Vec<(TableId, TableState, Option<StateReason>, Fence)>,
+}
+
+impl Handler<FencesSeen> for TableManager {
+    type Result = ();
+
+    fn handle(&mut self, msg: FencesSeen, _ctx: &mut Self::Context) {
+        for (table, state, reason, fence) in msg.rows {
+            let Some(h) = self.hosted.get(&table).filter(|h| h.fence < fence) else {
+                continue;
+            };
+            let reason = if state == TableState::Frozen && reason == Some(StateReason::Operator) {
+                FreezeReason::Operator
+            } else {
+                metrics::counter!(instruments::LEASES_LOST, "reason" => "foreign").increment(1);
+                FreezeReason::LeaseLost
+            };
+            warn!(
+                event = "fence_moved",
+                table_id = %table,
+                fence = h.fence.0,
+                current = fence.0,
+                reason = %reason,
+                "Postgres holds a newer fence for this table; stopping its copy"
+            );
+            h.clock.revoke();
+            h.addr.do_send(Freeze { reason });
+        }
     }
 }

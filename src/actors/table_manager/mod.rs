@@ -16,8 +16,8 @@ mod messages;
 
 pub use hosting::HostError;
 pub use messages::{
-    Dispose, DrainAll, ForceRelease, HeldLeases, HostedTables, IsHosted, LoadOrCreate, Recover,
-    RenewReport,
+    Dispose, DrainAll, FencesSeen, ForceRelease, HeldLeases, HostedTables, IsHosted, LoadOrCreate,
+    Recover, RenewReport,
 };
 
 use super::table::Table;
