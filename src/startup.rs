@@ -26,7 +26,7 @@ use crate::config::Settings;
 use crate::http::{routes, AppState};
 use crate::lease::{LeaseClient, LeaseError, Registration};
 use crate::runtime::Runtime;
-use crate::store::Store;
+use crate::store::{Budgets, Store};
 
 pub struct Application {
     pub addr: SocketAddr,
@@ -281,6 +281,13 @@ impl Application {
             settings.database.url.expose_secret(),
             settings.database.max_connections,
             Duration::from_millis(settings.database.acquire_timeout_ms),
+            Budgets {
+                statement: Duration::from_millis(settings.database.statement_timeout_ms),
+                lock: Duration::from_millis(settings.database.lock_timeout_ms),
+                idle_in_transaction: Duration::from_millis(
+                    settings.database.idle_in_transaction_timeout_ms,
+                ),
+            },
         )
         .context("database url")?;
         store

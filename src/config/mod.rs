@@ -88,6 +88,13 @@ pub struct DatabaseSettings {
     pub acquire_timeout_ms: u64,
     /// How long `serve` keeps trying to reach Postgres at start.
     pub connect_timeout_ms: u64,
+    /// Postgres `statement_timeout` on every connection (I11).
+    pub statement_timeout_ms: u64,
+    /// Postgres `lock_timeout` on every connection: how long a statement
+    /// waits for a row lock another transaction holds.
+    pub lock_timeout_ms: u64,
+    /// Postgres `idle_in_transaction_session_timeout` on every connection.
+    pub idle_in_transaction_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -314,6 +321,15 @@ impl Settings {
             (
                 "database.connect_timeout_ms",
                 self.database.connect_timeout_ms,
+            ),
+            (
+                "database.statement_timeout_ms",
+                self.database.statement_timeout_ms,
+            ),
+            ("database.lock_timeout_ms", self.database.lock_timeout_ms),
+            (
+                "database.idle_in_transaction_timeout_ms",
+                self.database.idle_in_transaction_timeout_ms,
             ),
             ("redis.op_timeout_ms", self.redis.op_timeout_ms),
             ("redis.connect_timeout_ms", self.redis.connect_timeout_ms),

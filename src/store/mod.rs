@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::Row;
 
 use crate::game::{Chips, HandSummary, PlayerId, SeatNo, TableConfig};
@@ -156,6 +156,24 @@ pub(crate) fn table_row(r: &sqlx::postgres::PgRow) -> Result<TableRow, StoreErro
     })
 }
 
+/// Bounds on every Postgres wait (I11), set on each connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Budgets {
+    pub statement: Duration,
+    pub lock: Duration,
+    pub idle_in_transaction: Duration,
+}
+
+impl Default for Budgets {
+    fn default() -> Budgets {
+        Budgets {
+            statement: Duration::from_secs(5),
+            lock: Duration::from_secs(2),
+            idle_in_transaction: Duration::from_secs(10),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Store {
     pool: PgPool,
@@ -166,11 +184,21 @@ impl Store {
         url: &str,
         max_connections: u32,
         acquire_timeout: Duration,
+        budgets: Budgets,
     ) -> Result<Store, StoreError> {
+        let ms = |d: Duration| d.as_millis().to_string();
+        let options = url.parse::<PgConnectOptions>()?.options([
+            ("statement_timeout", ms(budgets.statement)),
+            ("lock_timeout", ms(budgets.lock)),
+            (
+                "idle_in_transaction_session_timeout",
+                ms(budgets.idle_in_transaction),
+            ),
+        ]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(acquire_timeout)
-            .connect_lazy(url)?;
+            .connect_lazy_with(options);
         Ok(Store { pool })
     }
 
@@ -179,9 +207,20 @@ impl Store {
     }
 
     /// Applies the embedded migrations; sqlx holds an advisory lock while it
-    /// does, so instances starting together migrate once.
+    /// does, so instances starting together migrate once. The budgets are
+    /// lifted on the migrating connection: waiting for another instance's
+    /// migration is expected, not a stuck lock.
     pub async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError> {
-        MIGRATOR.run(&self.pool).await
+        let mut conn = self.pool.acquire().await?;
+        sqlx::raw_sql("SET statement_timeout = 0; SET lock_timeout = 0")
+            .execute(&mut *conn)
+            .await?;
+        let result = MIGRATOR.run(&mut *conn).await;
+        // Back to the connection's own budgets before the pool reuses it.
+        sqlx::raw_sql("RESET statement_timeout; RESET lock_timeout")
+            .execute(&mut *conn)
+            .await?;
+        result
     }
 
     pub async fn ping(&self) -> Result<(), StoreError> {
