@@ -68,7 +68,10 @@ pub fn register() {
         "from reading an act frame to its events having been sent"
     );
     describe_gauge!(WS_CONNECTIONS, "open WebSocket connections");
-    describe_counter!(WS_FRAMES_IN, "text frames received");
+    describe_counter!(
+        WS_FRAMES_IN,
+        "messages received: text, binary, ping and reassembled fragments"
+    );
     describe_counter!(WS_FRAMES_OUT, "frames sent");
     describe_counter!(WS_FRAMES_REJECTED, "frames answered with an error, by code");
     describe_counter!(

@@ -324,6 +324,7 @@ async fn a_table_released_by_idle_eviction_does_not_freeze_and_is_hosted_again_o
     let (_, text) = server.get("/metrics").await;
     for reason in ["gone", "foreign", "deadline"] {
         let series = format!("pitboss_leases_lost_total{{reason=\"{reason}\"}}");
+        assert!(text.contains(&series), "{series} exported: {text}");
         assert_eq!(
             metric(&text, &series),
             0.0,

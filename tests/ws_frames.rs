@@ -154,3 +154,23 @@ async fn rate_limit_strikes_are_forgiven_after_a_calm_spell() {
         c.seen
     );
 }
+
+#[tokio::test]
+async fn a_continuation_of_nothing_closes_with_1002() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(ServerConfig::new(&db, &env)).await;
+    let mut c = WsClient::connect(&server, &mint_token("alice"))
+        .await
+        .expect("connect");
+    c.try_send(fragment(br#"{"type":"ping"}"#, Data::Continue, true))
+        .await
+        .expect("send");
+    let close = c.expect_close(SECS(5)).await;
+    assert_eq!(
+        close,
+        Some((1002, "bad_fragments".to_string())),
+        "{:?}",
+        c.seen
+    );
+}

@@ -19,6 +19,9 @@ pub struct Heartbeat {
     rt: Arc<Runtime>,
     manager: Addr<TableManager>,
     in_flight: bool,
+    /// A fence check is outstanding. It runs apart from the renew, so a
+    /// slow Postgres never holds back a Redis renew.
+    checking_fences: bool,
     /// Unix millis of the last renew that Redis confirmed, for the metric.
     last_ok_ms: Arc<AtomicU64>,
 }
@@ -33,11 +36,13 @@ impl Heartbeat {
             rt,
             manager,
             in_flight: false,
+            checking_fences: false,
             last_ok_ms,
         }
     }
 
     fn tick(&mut self, ctx: &mut Context<Self>) {
+        self.check_fences(ctx);
         // A renew still outstanding (Redis slow) is not doubled up; its
         // timeout ends it within one period.
         if self.in_flight {
@@ -54,9 +59,7 @@ impl Heartbeat {
             let registered = rt.lease.refresh_instance(&rt.registration);
             let leases = async {
                 let leases = manager.send(HeldLeases).await.unwrap_or_default();
-                let tables: Vec<_> = leases.iter().map(|l| l.table.clone()).collect();
                 renew(&rt, &manager, &last_ok, leases).await;
-                check_fences(&rt, &manager, &tables).await;
             };
             let (registered, ()) = tokio::join!(registered, leases);
             match registered {
@@ -70,18 +73,36 @@ impl Heartbeat {
         };
         ctx.spawn(fut.into_actor(self).map(|(), act, _| act.in_flight = false));
     }
-}
 
-/// Asks Postgres for the fences of the hosted tables: one that moved past
-/// this process's (an operator's freeze from another instance, a newer
-/// owner's stamp) stops that table's copy within one period.
-async fn check_fences(rt: &Runtime, manager: &Addr<TableManager>, tables: &[TableId]) {
-    if tables.is_empty() {
-        return;
-    }
-    match rt.store.fences(tables).await {
-        Ok(rows) => manager.do_send(FencesSeen { rows }),
-        Err(e) => debug!(error = %e, "could not read the hosted tables' fences"),
+    /// Asks Postgres for the fences of the hosted tables: one that moved
+    /// past this process's (an operator's freeze from another instance, a
+    /// newer owner's stamp) stops that table's copy within one period.
+    fn check_fences(&mut self, ctx: &mut Context<Self>) {
+        if self.checking_fences {
+            return;
+        }
+        self.checking_fences = true;
+        let (rt, manager) = (self.rt.clone(), self.manager.clone());
+        let fut = async move {
+            let tables: Vec<TableId> = manager
+                .send(HeldLeases)
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .map(|l| l.table)
+                .collect();
+            if tables.is_empty() {
+                return;
+            }
+            match rt.store.fences(&tables).await {
+                Ok(rows) => manager.do_send(FencesSeen { rows }),
+                Err(e) => debug!(error = %e, "could not read the hosted tables' fences"),
+            }
+        };
+        ctx.spawn(
+            fut.into_actor(self)
+                .map(|(), act, _| act.checking_fences = false),
+        );
     }
 }
 

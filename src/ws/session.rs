@@ -260,8 +260,7 @@ impl WsSession {
         match (first, &mut self.fragments) {
             (Some(text), None) => self.fragments = Some((text, chunk.to_vec())),
             (None, Some((_, buf))) => buf.extend_from_slice(&chunk),
-            // A new message before the last ended, or a continuation of
-            // nothing: the peer does not speak WebSocket.
+            // Out of order; the codec refuses this before it gets here.
             _ => return Self::close_with(ctx, ws::CloseCode::Protocol, "bad_fragments"),
         }
         if self
@@ -380,6 +379,13 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
             Ok(ws::Message::Nop) => {}
             Err(ws::ProtocolError::Overflow) => {
                 Self::close_with(ctx, ws::CloseCode::Size, "frame_too_large");
+            }
+            // The codec checks the order of fragments: a new message before
+            // the last one ended, or a continuation of nothing.
+            Err(
+                ws::ProtocolError::ContinuationStarted | ws::ProtocolError::ContinuationNotStarted,
+            ) => {
+                Self::close_with(ctx, ws::CloseCode::Protocol, "bad_fragments");
             }
             Err(e) => {
                 debug!(error = %e, "websocket protocol error");

@@ -116,7 +116,7 @@ pub(super) fn seq_epoch(fence: Fence) -> u64 {
 }
 
 impl Table {
-    pub(super) fn player_at(&self, seat: SeatNo) -> Option<PlayerId> {
+    fn player_at(&self, seat: SeatNo) -> Option<PlayerId> {
         self.game
             .seats()
             .into_iter()
@@ -229,6 +229,10 @@ impl Table {
         sub: Subscriber,
         since: Option<u64>,
     ) -> Result<(), ClientError> {
+        if !sub.tx.connected() {
+            // The session ended while its join was on the way.
+            return Err(ClientError::new("unavailable", "the connection is gone"));
+        }
         let cap = self.rt.settings.ws.outbound_queue_bytes;
         let oldest = self.history.front().map_or(self.seq + 1, |s| s.seq);
         let replay = since.filter(|&n| n <= self.seq && n + 1 >= oldest);
@@ -240,10 +244,6 @@ impl Table {
                 .all(|s| sub.send(&s.frame, cap) == Delivery::Queued),
             None => sub.send(&self.snapshot_frame(&sub.player), cap) == Delivery::Queued,
         };
-        if !sub.tx.connected() {
-            // The session ended while its join was on the way.
-            return Err(ClientError::new("unavailable", "the connection is gone"));
-        }
         if !sent_all {
             metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
             return Err(ClientError::new(
