@@ -6,7 +6,7 @@
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 
 use crate::protocol::STABLE_CODES;
-use crate::types::TableState;
+use crate::types::{PauseReason, TableState};
 
 pub const LEASES_HELD: &str = "pitboss_leases_held";
 pub const TABLES_HOSTED: &str = "pitboss_tables_hosted";
@@ -25,11 +25,19 @@ pub const WS_FRAMES_IN: &str = "pitboss_ws_frames_in_total";
 pub const WS_FRAMES_OUT: &str = "pitboss_ws_frames_out_total";
 pub const WS_FRAMES_REJECTED: &str = "pitboss_ws_frames_rejected_total";
 pub const WS_SLOW_CLIENTS_DROPPED: &str = "pitboss_ws_slow_clients_dropped_total";
+pub const LEASE_REASSERTS: &str = "pitboss_lease_reasserts_total";
+pub const TABLE_PAUSES: &str = "pitboss_table_pauses_total";
+pub const TABLES_PAUSED: &str = "pitboss_tables_paused";
+pub const STORE_WRITE_RETRIES: &str = "pitboss_store_write_retries_total";
+pub const LIVENESS_ERRORS: &str = "pitboss_liveness_errors_total";
 
 /// `result` of [`LEASE_ACQUIRES`].
 pub const ACQUIRE_RESULTS: &[&str] = &["acquired", "owned_elsewhere", "error"];
 /// `reason` of [`LEASES_LOST`].
 pub const LOSS_REASONS: &[&str] = &["gone", "foreign", "deadline"];
+/// `result` of [`LEASE_REASSERTS`]: the owner carried on, was refused (and
+/// froze its copy), or could not reach Redis or Postgres (and retries).
+pub const REASSERT_RESULTS: &[&str] = &["reasserted", "refused", "error"];
 
 /// Describes every metric and exports each at 0. Call once, after the
 /// recorder is installed.
@@ -67,6 +75,23 @@ pub fn register() {
         Unit::Seconds,
         "from reading an act frame to its events having been sent"
     );
+    describe_counter!(
+        LEASE_REASSERTS,
+        "leases found gone, foreign or unproven that their owner took again, by result"
+    );
+    describe_counter!(
+        TABLE_PAUSES,
+        "tables that stopped dealing for a while, by reason"
+    );
+    describe_gauge!(TABLES_PAUSED, "tables of this process paused now");
+    describe_counter!(
+        STORE_WRITE_RETRIES,
+        "boundary writes tried again after a transient Postgres error"
+    );
+    describe_counter!(
+        LIVENESS_ERRORS,
+        "beats whose liveness record in Postgres failed"
+    );
     describe_gauge!(WS_CONNECTIONS, "open WebSocket connections");
     describe_counter!(
         WS_FRAMES_IN,
@@ -84,6 +109,7 @@ pub fn register() {
         TABLES_HOSTED,
         SECONDS_SINCE_LAST_RENEW,
         WS_CONNECTIONS,
+        TABLES_PAUSED,
     ] {
         metrics::gauge!(gauge).set(0.0);
     }
@@ -98,8 +124,16 @@ pub fn register() {
         WS_FRAMES_IN,
         WS_FRAMES_OUT,
         WS_SLOW_CLIENTS_DROPPED,
+        STORE_WRITE_RETRIES,
+        LIVENESS_ERRORS,
     ] {
         metrics::counter!(counter).absolute(0);
+    }
+    for result in REASSERT_RESULTS {
+        metrics::counter!(LEASE_REASSERTS, "result" => *result).absolute(0);
+    }
+    for reason in PauseReason::ALL {
+        metrics::counter!(TABLE_PAUSES, "reason" => reason.as_str()).absolute(0);
     }
     for result in ACQUIRE_RESULTS {
         metrics::counter!(LEASE_ACQUIRES, "result" => *result).absolute(0);

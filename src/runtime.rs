@@ -1,14 +1,15 @@
 //! What every actor and handler shares: settings, pools, signer, flags.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
 
 use crate::auth::TokenSigner;
 use crate::config::Settings;
-use crate::lease::{LeaseClient, Registration};
+use crate::lease::{LeaseClient, LeaseClock, Registration};
 use crate::store::Store;
 
 pub struct Runtime {
@@ -19,6 +20,11 @@ pub struct Runtime {
     pub metrics: PrometheusHandle,
     /// This process's claim on its instance id.
     pub registration: Registration,
+    /// Until when Postgres has this process's liveness on record: the
+    /// heartbeat confirms it on every beat. Tables deal only while it is
+    /// valid, so a process that other instances may consider gone (and
+    /// whose tables they may take) has stopped dealing first (I1).
+    pub liveness: Arc<LeaseClock>,
     draining: AtomicBool,
     /// Flips to true when a drain starts; idle sessions close on it.
     shutdown: watch::Sender<bool>,
@@ -32,6 +38,7 @@ impl Runtime {
         signer: TokenSigner,
         metrics: PrometheusHandle,
         registration: Registration,
+        liveness: Arc<LeaseClock>,
     ) -> Runtime {
         Runtime {
             settings,
@@ -40,6 +47,7 @@ impl Runtime {
             signer,
             metrics,
             registration,
+            liveness,
             draining: AtomicBool::new(false),
             shutdown: watch::channel(false).0,
         }
@@ -51,6 +59,12 @@ impl Runtime {
 
     pub fn environment(&self) -> &str {
         &self.settings.instance.environment
+    }
+
+    /// Whether this process may deal now: its liveness is on record in
+    /// Postgres recently enough that nobody may consider it gone.
+    pub fn is_alive_on_record(&self, now: Instant) -> bool {
+        self.liveness.is_valid(now)
     }
 
     pub fn is_draining(&self) -> bool {

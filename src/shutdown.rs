@@ -31,12 +31,31 @@ pub async fn run_until_stopped(app: Application) -> anyhow::Result<()> {
         deadline: Instant::now() + drain_timeout,
     });
     tokio::pin!(drain);
+    // The hard deadline (I11): hands get the drain timeout, then their
+    // voids and releases get two statement budgets; whatever is still
+    // unwritten after that is left to the next owner, and every lease is
+    // released at once.
+    let statement = Duration::from_millis(app.rt.settings.database.statement_timeout_ms);
+    let hard = drain_timeout + statement * 2 + Duration::from_secs(1);
     tokio::select! {
         _ = &mut drain => {
             warn!(event = "drain_finished", "every table persisted and every lease released");
         }
+        _ = tokio::time::sleep(hard) => {
+            warn!(event = "drain_deadline", deadline_ms = hard.as_millis() as u64, "the drain passed its hard deadline");
+            force(&app.manager).await;
+        }
         _ = term.recv() => force(&app.manager).await,
         _ = int.recv() => force(&app.manager).await,
+    }
+    // Nobody need wait a TTL for this process: its liveness record goes.
+    let forget = app.rt.store.forget_instance(
+        app.rt.environment(),
+        app.rt.instance_id(),
+        app.rt.registration.incarnation(),
+    );
+    if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(2), forget).await {
+        warn!(error = %e, "could not remove the instance's liveness record");
     }
     // The id is free for the next process at once (I12).
     if let Err(e) = app.rt.lease.deregister_instance(&app.rt.registration).await {

@@ -24,7 +24,7 @@ use crate::actors::table_manager::TableManager;
 use crate::auth::TokenSigner;
 use crate::config::Settings;
 use crate::http::{routes, AppState};
-use crate::lease::{LeaseClient, LeaseError, Registration};
+use crate::lease::{LeaseClient, LeaseClock, LeaseError, Registration};
 use crate::runtime::Runtime;
 use crate::store::{Budgets, Store};
 
@@ -289,7 +289,8 @@ impl Application {
                 ),
             },
         )
-        .context("database url")?;
+        .context("database url")?
+        .with_owner_timeout(settings.lease_ttl());
         store
             .migrate()
             .await
@@ -310,6 +311,20 @@ impl Application {
             "registering the instance id"
         );
         lease.claim_instance(&registration).await?;
+        // Liveness on record in Postgres too, before any table is taken:
+        // the takeover rule reads it (I1).
+        let beat_sent = std::time::Instant::now();
+        store
+            .beat(
+                &settings.instance.environment,
+                settings.instance_id(),
+                registration.incarnation(),
+                registration.advertise_url(),
+                false,
+            )
+            .await
+            .context("could not record this instance's liveness in Postgres")?;
+        let liveness = LeaseClock::new(beat_sent, settings.lease_ttl());
 
         let secret = settings
             .auth
@@ -331,6 +346,7 @@ impl Application {
             signer,
             metrics,
             registration,
+            liveness,
         ));
         let manager = TableManager::new(rt.clone(), arbiters).start();
         let last_renew_ok_ms = Arc::new(AtomicU64::new(now_ms()));

@@ -191,6 +191,19 @@ text_enum! {
 }
 
 text_enum! {
+    /// Why a table stopped dealing for a while without losing its lease:
+    /// what its watchers are told in `paused`.
+    PauseReason {
+        /// The lease could not be proven (Redis slow or unreachable); the
+        /// table resumes once its owner has re-asserted it.
+        RedisUnreachable => "redis_unreachable",
+        /// Postgres could not record a boundary or this process's
+        /// liveness; the table resumes once it can.
+        StoreUnreachable => "store_unreachable",
+    }
+}
+
+text_enum! {
     /// Why a table changed state (`tables.state_reason`, `table_events.reason`).
     StateReason {
         /// Created, not hosted yet.
@@ -203,6 +216,11 @@ text_enum! {
         Recovered => "recovered",
         /// A new fence stamped without a change of state.
         Acquired => "acquired",
+        /// Its owner took the lease again under a new fence after the key
+        /// vanished or Redis was unreachable, with nobody stamping between.
+        Reasserted => "reasserted",
+        /// Taken from an owner that had not been seen alive for a TTL.
+        TakenOver => "taken_over",
         /// Released by a drain.
         Shutdown => "shutdown",
         /// Released because nobody sat at it.

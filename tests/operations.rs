@@ -13,17 +13,35 @@ use tokio_tungstenite::tungstenite::Message;
 
 const SECS: fn(u64) -> Duration = Duration::from_secs;
 
-/// Freezes `table` on `server` by deleting its lease key.
+/// Freezes `table` on `server` by losing its lease to another owner: the
+/// key is set to a foreign value for a moment, the owner's re-assert is
+/// refused, and its copy freezes (`lease_lost`). Returns once the foreign
+/// key has expired again, so the table can be disposed or recovered.
 async fn freeze(server: &Server, env: &str, table: &str) -> Value {
     let mut redis = common::redis_conn(&common::shared_redis_url()).await;
-    let _: i64 = redis::cmd("DEL")
+    let _: () = redis::cmd("SET")
         .arg(lease_key(env, table))
+        .arg("inst-other|999999")
+        .arg("PX")
+        .arg(1500)
         .query_async(&mut redis)
         .await
-        .expect("DEL");
-    wait_state(server, table, "frozen", SECS(5))
+        .expect("SET");
+    let view = wait_state(server, table, "frozen", SECS(5))
         .await
-        .expect("the table froze")
+        .expect("the table froze");
+    assert_eq!(view["state_reason"], "lease_lost", "{view}");
+    let gone = common::eventually(SECS(3), Duration::from_millis(25), || async {
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(lease_key(env, table))
+            .query_async(&mut common::redis_conn(&common::shared_redis_url()).await)
+            .await
+            .expect("EXISTS");
+        exists == 0
+    })
+    .await;
+    assert!(gone, "the foreign lease expired");
+    view
 }
 
 #[tokio::test]

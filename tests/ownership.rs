@@ -11,7 +11,7 @@ use common::{mint_token, test_db, unique_env, Server, ServerConfig, WsClient};
 use play::metric;
 use serde_json::{json, Value};
 
-async fn owned_elsewhere_retries(server: &Server) -> f64 {
+async fn owned_elsewhere_refusals(server: &Server) -> f64 {
     let (_, text) = server.get("/metrics").await;
     metric(
         &text,
@@ -33,7 +33,7 @@ async fn join_error(server: &Server, table: &str) -> Value {
 }
 
 #[tokio::test]
-async fn a_second_instance_refuses_and_keeps_retrying_a_table_the_first_hosts() {
+async fn a_second_instance_refuses_a_table_the_first_hosts_and_never_takes_it() {
     let db = test_db().await;
     let env = unique_env();
     let cfg = ServerConfig::new(&db, &env);
@@ -45,12 +45,19 @@ async fn a_second_instance_refuses_and_keeps_retrying_a_table_the_first_hosts() 
     assert_eq!(err["code"], "owned_elsewhere", "{err}");
     assert_eq!(err["owner"], "inst-a", "{err}");
 
-    // B keeps trying (its revive loop) and keeps being refused, across
-    // several TTLs: A's renewals never let the lease lapse.
-    let first = owned_elsewhere_retries(&b).await;
+    // Across several TTLs B never takes it: A renews its lease and is alive
+    // on record, so B's revive scan does not even ask, and every join on B
+    // is refused.
     tokio::time::sleep(Duration::from_millis(3 * 1500)).await;
-    let later = owned_elsewhere_retries(&b).await;
-    assert!(later > first, "B retried: {first} -> {later}");
+    assert!(owned_elsewhere_refusals(&b).await >= 1.0);
+    let err = join_error(&b, &t).await;
+    assert_eq!(err["code"], "owned_elsewhere", "{err}");
+    let (_, text) = b.get("/metrics").await;
+    assert_eq!(
+        metric(&text, r#"pitboss_lease_acquires_total{result="acquired"}"#),
+        0.0,
+        "{text}"
+    );
 
     for (server, here) in [(&a, true), (&b, false)] {
         let (status, list) = server.admin_get("/admin/tables").await;

@@ -1,7 +1,8 @@
-//! Renews every held lease every TTL/3 in one round trip and reports the
-//! outcome to the manager, which freezes still-hosted tables whose lease is
-//! gone or foreign. A failed renew extends nothing, so the tables' own local
-//! deadline checks freeze them if Redis stays away.
+//! Every TTL/3: renews every held lease in one round trip and reports the
+//! outcome to the manager (which re-asserts leases found `gone` or
+//! `foreign`), refreshes the Redis registration, and records the process's
+//! liveness in Postgres. A failed renew extends nothing, so the tables' own
+//! local deadline checks pause them if Redis stays away.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -74,9 +75,13 @@ impl Heartbeat {
         ctx.spawn(fut.into_actor(self).map(|(), act, _| act.in_flight = false));
     }
 
-    /// Asks Postgres for the fences of the hosted tables: one that moved
-    /// past this process's (an operator's freeze from another instance, a
-    /// newer owner's stamp) stops that table's copy within one period.
+    /// The Postgres half of a beat, run apart from the renew so a slow
+    /// Postgres never holds back a Redis renew: records this process's
+    /// liveness (which the takeover rule reads, and without which its tables
+    /// stop dealing), then reads the fences of the hosted tables: one that
+    /// moved past this process's (an operator's freeze from another
+    /// instance, a newer owner's stamp) stops that table's copy within one
+    /// period.
     fn check_fences(&mut self, ctx: &mut Context<Self>) {
         if self.checking_fences {
             return;
@@ -84,6 +89,25 @@ impl Heartbeat {
         self.checking_fences = true;
         let (rt, manager) = (self.rt.clone(), self.manager.clone());
         let fut = async move {
+            let sent = Instant::now();
+            let beat = rt
+                .store
+                .beat(
+                    rt.environment(),
+                    rt.instance_id(),
+                    rt.registration.incarnation(),
+                    rt.registration.advertise_url(),
+                    rt.is_draining(),
+                )
+                .await;
+            match beat {
+                Ok(()) => rt.liveness.confirm(sent, rt.ttl()),
+                Err(e) => {
+                    metrics::counter!(instruments::LIVENESS_ERRORS).increment(1);
+                    warn!(event = "liveness_not_recorded", error = %e, "could not record this instance's liveness in Postgres");
+                    return;
+                }
+            }
             let tables: Vec<TableId> = manager
                 .send(HeldLeases)
                 .await

@@ -106,6 +106,10 @@ impl Registration {
         &self.incarnation
     }
 
+    pub fn advertise_url(&self) -> &str {
+        &self.advertise_url
+    }
+
     /// The record with the next beat.
     fn next(&self) -> String {
         let record = InstanceRecord {

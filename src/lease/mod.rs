@@ -367,6 +367,12 @@ impl LeaseClock {
             .map_or(Duration::ZERO, |d| d.saturating_duration_since(now))
     }
 
+    /// Whether the lease was given up for good (lost, or released), as
+    /// opposed to merely unproven for now.
+    pub fn is_revoked(&self) -> bool {
+        self.lock().is_none()
+    }
+
     /// Makes the lease unusable at once (it was lost or released).
     pub fn revoke(&self) {
         *self.lock() = None;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::game::{EventKind, GameView, TableConfig};
-use crate::types::{Fence, FreezeReason, StateReason, TableId, TableState};
+use crate::types::{Fence, FreezeReason, PauseReason, StateReason, TableId, TableState};
 
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -32,6 +32,15 @@ pub enum ServerFrame<'a> {
     Frozen {
         table: &'a TableId,
         reason: FreezeReason,
+    },
+    /// The table stopped dealing for a while; its hand and seats are kept.
+    Paused {
+        table: &'a TableId,
+        reason: PauseReason,
+    },
+    /// The table deals again; a snapshot follows.
+    Resumed {
+        table: &'a TableId,
     },
     /// The table was released (nobody sat at it); a join hosts it again.
     Released {

@@ -69,6 +69,20 @@ impl Store {
         Ok(())
     }
 
+    /// Whether none of these players holds a seat at the table any more:
+    /// how a retried cash-out recognises that an earlier try committed.
+    pub async fn all_vacated(&self, id: &TableId, outs: &[CashOut]) -> Result<bool, StoreError> {
+        let players: Vec<&str> = outs.iter().map(|o| o.player.0.as_str()).collect();
+        let seated: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM seats WHERE table_id = $1 AND player = ANY($2)",
+        )
+        .bind(id.as_str())
+        .bind(&players)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(seated == 0)
+    }
+
     /// The boundary write at the end of a hand: one transaction that checks
     /// the fence, records the hand (its primary key makes a second apply
     /// impossible), moves every stack from its start to its end value, writes

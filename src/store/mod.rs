@@ -16,8 +16,11 @@ use crate::game::{Chips, HandSummary, PlayerId, SeatNo, TableConfig};
 use crate::types::{Fence, LedgerKind, StateReason, TableId, TableState};
 
 mod chips;
+mod instances;
 mod tables;
 mod tx;
+
+pub use instances::InstanceRow;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -33,6 +36,10 @@ pub enum StoreError {
     },
     #[error("table not found")]
     TableNotFound,
+    /// The table is open under another owner that was seen alive within
+    /// the owner timeout: it may still be dealing (the takeover rule).
+    #[error("table is open under {owner}, which is alive")]
+    OwnerAlive { owner: String },
     #[error("hand {0} was already applied")]
     HandAlreadyApplied(u64),
     #[error("wallet balance is too low")]
@@ -54,6 +61,49 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A failure that may pass if the same write is tried again: the pool
+    /// or the server could not be reached, a budget ran out, the
+    /// connection broke. Everything else (a stale fence, a rule of the
+    /// data) would fail the same way again.
+    pub fn is_transient(&self) -> bool {
+        let StoreError::Db(e) = self else {
+            return false;
+        };
+        match e {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => matches!(
+                db.code().as_deref(),
+                // statement or lock timeout, serialization or deadlock,
+                // too many connections, an admin's terminate, the server
+                // shutting down or not accepting connections (55000 at
+                // connect), a broken connection, an idle transaction
+                // ended by its budget.
+                Some(
+                    "57014"
+                        | "55P03"
+                        | "40001"
+                        | "40P01"
+                        | "53300"
+                        | "57P01"
+                        | "57P02"
+                        | "57P03"
+                        | "08000"
+                        | "08003"
+                        | "08006"
+                        | "08001"
+                        | "08004"
+                        | "25P03"
+                        | "55000"
+                )
+            ),
+            _ => false,
+        }
+    }
+
     /// Maps constraint violations to what they mean here.
     pub(crate) fn from_db(e: sqlx::Error) -> StoreError {
         if let Some(db) = e.as_database_error() {
@@ -177,6 +227,9 @@ impl Default for Budgets {
 #[derive(Clone)]
 pub struct Store {
     pool: PgPool,
+    /// How long an owner must have been unseen before its open tables may
+    /// be taken: one lease TTL.
+    owner_timeout: Duration,
 }
 
 impl Store {
@@ -199,7 +252,17 @@ impl Store {
             .max_connections(max_connections)
             .acquire_timeout(acquire_timeout)
             .connect_lazy_with(options);
-        Ok(Store { pool })
+        Ok(Store {
+            pool,
+            owner_timeout: Duration::from_secs(15),
+        })
+    }
+
+    /// Sets how long an owner must have been unseen before another
+    /// process may take its open tables (the lease TTL).
+    pub fn with_owner_timeout(mut self, ttl: Duration) -> Store {
+        self.owner_timeout = ttl;
+        self
     }
 
     pub fn pool(&self) -> &PgPool {

@@ -3,6 +3,7 @@
 
 use sqlx::Row;
 
+use super::instances::owner_alive_in;
 use super::tx::{cash_out_in, insert_event, lock_fenced, lock_table, move_state, seat_rows, Step};
 use super::*;
 
@@ -63,13 +64,24 @@ impl Store {
     /// Tables a starting or surviving instance should host: open or draining
     /// ones, and those released by a shutdown (an idle-evicted table waits
     /// for its next join instead).
-    pub async fn revivable(&self, env: &str) -> Result<Vec<TableId>, StoreError> {
+    ///
+    /// An open or draining table is offered to `me` only if it is its own
+    /// or its owner has not been seen alive for a TTL (the takeover rule);
+    /// a live owner whose lease key vanished re-asserts it instead.
+    pub async fn revivable(&self, env: &str, me: &str) -> Result<Vec<TableId>, StoreError> {
         let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM tables WHERE environment = $1 \
-             AND (state IN ('open', 'draining') OR (state = 'released' AND state_reason = 'shutdown')) \
-             ORDER BY id",
+            "SELECT t.id FROM tables t \
+             LEFT JOIN instances i ON i.environment = t.environment AND i.id = t.owner_instance \
+             WHERE t.environment = $1 \
+             AND ((t.state IN ('open', 'draining') \
+                   AND (t.owner_instance IS NULL OR t.owner_instance = $2 \
+                        OR i.last_seen IS NULL OR now() - i.last_seen >= $3)) \
+                  OR (t.state = 'released' AND t.state_reason = 'shutdown')) \
+             ORDER BY t.id",
         )
         .bind(env)
+        .bind(me)
+        .bind(self.owner_timeout)
         .fetch_all(&self.pool)
         .await?;
         Ok(ids.iter().filter_map(|s| TableId::parse(s)).collect())
@@ -109,6 +121,18 @@ impl Store {
                 current: current.fence,
             });
         }
+        // The takeover rule (I1): an open or draining table of another
+        // owner is taken only once that owner has not been seen alive for a
+        // TTL. Checked under the row lock, so it holds against a racing
+        // stamp; a frozen table deals nowhere, so a recover needs no check.
+        let takeover = matches!(current.state, TableState::Open | TableState::Draining)
+            && current.owner.as_deref().is_some_and(|o| o != owner);
+        if takeover {
+            let previous = current.owner.clone().unwrap_or_default();
+            if owner_alive_in(&mut *tx, id, &previous, self.owner_timeout).await? {
+                return Err(StoreError::OwnerAlive { owner: previous });
+            }
+        }
         let reopen = matches!(current.state, TableState::Draining | TableState::Released)
             || (recover && current.state == TableState::Frozen);
         let row = sqlx::query(&format!(
@@ -124,6 +148,7 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let reason = match (reopen, recover) {
+            (_, false) if takeover => StateReason::TakenOver,
             (true, true) => StateReason::Recovered,
             (true, false) if current.reason == Some(StateReason::Created) => StateReason::Hosted,
             (true, false) => StateReason::Revived,
@@ -146,6 +171,48 @@ impl Store {
         .await?;
         tx.commit().await?;
         table_row(&row)
+    }
+
+    /// Moves this owner's table from `old` to `new` (a fence it acquired
+    /// again after its lease key vanished or Redis was unreachable), only if
+    /// Postgres still holds `old` with this owner: continuity, nobody
+    /// stamped in between. Anything else is refused as stale.
+    pub async fn reassert(
+        &self,
+        id: &TableId,
+        old: Fence,
+        new: Fence,
+        owner: &str,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let current = lock_fenced(&mut tx, id, old).await?;
+        if current.owner.as_deref() != Some(owner) || new <= old {
+            return Err(StoreError::StaleOwnerBoundaryWrite {
+                table: id.clone(),
+                fence: old,
+                current: current.fence,
+            });
+        }
+        if !matches!(current.state, TableState::Open | TableState::Draining) {
+            return Err(StoreError::WrongState(current.state));
+        }
+        sqlx::query("UPDATE tables SET owner_fencing_token = $2, updated_at = now() WHERE id = $1")
+            .bind(id.as_str())
+            .bind(new.as_db())
+            .execute(&mut *tx)
+            .await?;
+        insert_event(
+            &mut tx,
+            id,
+            Some(current.state),
+            current.state,
+            Some(StateReason::Reasserted),
+            Some(owner),
+            Some(new),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// An operator's freeze, from any instance: the table becomes `frozen`

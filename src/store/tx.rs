@@ -9,6 +9,7 @@ pub(super) struct Locked {
     pub state: TableState,
     pub reason: Option<StateReason>,
     pub fence: Fence,
+    pub owner: Option<String>,
 }
 
 pub(super) async fn lock_table(
@@ -16,7 +17,8 @@ pub(super) async fn lock_table(
     id: &TableId,
 ) -> Result<Locked, StoreError> {
     let row = sqlx::query(
-        "SELECT state, state_reason, owner_fencing_token FROM tables WHERE id = $1 FOR UPDATE",
+        "SELECT state, state_reason, owner_fencing_token, owner_instance FROM tables \
+         WHERE id = $1 FOR UPDATE",
     )
     .bind(id.as_str())
     .fetch_optional(&mut **tx)
@@ -26,6 +28,7 @@ pub(super) async fn lock_table(
         state: row.try_get("state")?,
         reason: row.try_get("state_reason")?,
         fence: Fence::from_db(row.try_get("owner_fencing_token")?),
+        owner: row.try_get("owner_instance")?,
     })
 }
 

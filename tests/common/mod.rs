@@ -48,6 +48,6 @@ pub use self::{
     server::{
         mint_token, parse_addr_field, Server, ServerConfig, StartFailure, ADMIN_TOKEN, AUTH_SECRET,
     },
-    wait::eventually,
+    wait::{eventually, eventually_value},
     ws::{refused_status, WsClient, WsError},
 };

@@ -47,3 +47,13 @@ where
         tokio::time::sleep(every).await;
     }
 }
+
+/// Polls `f` every 25 ms until it gives a value (→ that value) or `timeout`
+/// passes (→ `None`).
+pub async fn eventually_value<T, F, Fut>(timeout: Duration, f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    poll_for(timeout, Duration::from_millis(25), f).await
+}

@@ -9,7 +9,7 @@ use std::time::Instant;
 use actix::prelude::*;
 use tracing::warn;
 
-use super::Table;
+use super::{Phase, Table};
 use crate::game::{Audience, Event, EventKind, PlayerId, SeatNo};
 use crate::instruments;
 use crate::protocol::{ClientError, ServerFrame, SnapshotState, TurnClock};
@@ -251,9 +251,41 @@ impl Table {
                 "the connection is not reading",
             ));
         }
+        if let Phase::Paused(reason) = self.phase {
+            // A watcher who joins a paused table learns it at once.
+            let paused = ServerFrame::Paused {
+                table: &self.id,
+                reason,
+            }
+            .to_shared();
+            let _ = sub.send(&paused, cap);
+        }
         self.absent.remove(&sub.player);
         self.subscribers.insert(session, sub);
         Ok(())
+    }
+
+    /// Sends a notice that is not a game event (not numbered, not kept) to
+    /// every watcher.
+    pub(super) fn notify_all(&mut self, frame: &Arc<str>) {
+        self.send_to(None, frame);
+    }
+
+    /// Sends every watcher a fresh snapshot of the table as they may see it.
+    pub(super) fn send_snapshots(&mut self) {
+        let cap = self.rt.settings.ws.outbound_queue_bytes;
+        let mut too_slow = Vec::new();
+        for (id, sub) in &self.subscribers {
+            if sub.send(&self.snapshot_frame(&sub.player), cap) != Delivery::Queued {
+                too_slow.push(*id);
+            }
+        }
+        for id in too_slow {
+            if let Some(sub) = self.drop_subscriber(id) {
+                metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
+                sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
+            }
+        }
     }
 
     /// Tells every watcher the table stopped and forgets them: with a last

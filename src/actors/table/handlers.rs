@@ -5,15 +5,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
-use tracing::error;
+use tokio::sync::oneshot;
+use tracing::{error, warn};
 
 use super::fanout::{Backlog, Outbound, SessionId, Subscriber};
-use super::Table;
+use super::{Phase, Table};
 use crate::game::{Action, Chips, Command, PlayerId, SeatNo};
 use crate::instruments;
 use crate::protocol::ClientError;
 use crate::store::StoreError;
-use crate::types::FreezeReason;
+use crate::types::{Fence, FreezeReason};
 
 /// Subscribe a session; the table sends it a snapshot, or with `since` the
 /// events it missed if they are still kept.
@@ -117,6 +118,11 @@ impl Handler<Sit> for Table {
                     StoreError::WrongState(_) => {
                         ClientError::new("table_frozen", "the table is not open")
                     }
+                    // Nothing was seated: the player may try again.
+                    other if other.is_transient() => ClientError::new(
+                        "unavailable",
+                        "the buy-in could not be recorded right now; try again",
+                    ),
                     other => {
                         act.on_write_error(other, ctx);
                         ClientError::new("table_frozen", "the table could not record the buy-in")
@@ -210,5 +216,67 @@ impl Handler<Drain> for Table {
 
     fn handle(&mut self, msg: Drain, ctx: &mut Self::Context) {
         self.start_drain(msg.deadline, ctx);
+    }
+}
+
+/// The manager took this table's lease again under `fence` (its key had
+/// vanished, or Redis was unreachable): the table moves Postgres to the new
+/// fence only if Postgres still holds its own (continuity), and carries on,
+/// the hand in progress included. Refused, it freezes its copy.
+#[derive(Message)]
+#[rtype(result = "RefenceOutcome")]
+pub struct Refence {
+    pub fence: Fence,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, MessageResponse)]
+pub enum RefenceOutcome {
+    /// Postgres holds the new fence; the table carries on under it.
+    Reasserted,
+    /// Someone stamped or froze the table in between: its copy froze.
+    Refused,
+    /// Postgres could not be reached; nothing changed, try again later.
+    Failed,
+}
+
+impl Handler<Refence> for Table {
+    type Result = ResponseFuture<RefenceOutcome>;
+
+    fn handle(&mut self, msg: Refence, ctx: &mut Self::Context) -> Self::Result {
+        if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
+            return Box::pin(async { RefenceOutcome::Refused });
+        }
+        let (tx, rx) = oneshot::channel();
+        let rt = self.rt.clone();
+        let (id, old, new) = (self.id.clone(), self.fence, msg.fence);
+        let fut = async move { rt.store.reassert(&id, old, new, rt.instance_id()).await };
+        // Waited for, like a boundary write: no write with the old fence
+        // can start while Postgres moves to the new one.
+        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
+            let _g = act.span.clone().entered();
+            let outcome = match res {
+                Ok(()) => {
+                    act.fence = new;
+                    act.refresh_span();
+                    warn!(
+                        event = "lease_reasserted",
+                        old = old.0,
+                        "lease taken again; carrying on under the new fence"
+                    );
+                    RefenceOutcome::Reasserted
+                }
+                Err(e) if e.is_transient() => {
+                    warn!(error = %e, "could not record the re-asserted fence; will try again");
+                    RefenceOutcome::Failed
+                }
+                Err(e) => {
+                    warn!(event = "reassert_refused", error = %e, "Postgres no longer holds this owner's fence; freezing");
+                    act.freeze(FreezeReason::LeaseLost, ctx);
+                    RefenceOutcome::Refused
+                }
+            };
+            let _ = tx.send(outcome);
+        }));
+        Box::pin(async move { rx.await.unwrap_or(RefenceOutcome::Failed) })
     }
 }

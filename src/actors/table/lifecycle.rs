@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use tracing::{error, info, warn};
 
-use super::{note_stale_write, Phase, Table};
+use super::{note_stale_write, Phase, ReassertLease, Table};
 use crate::game::{Command, PlayerId, SeatNo};
 use crate::instruments;
 use crate::protocol::{ClientError, ServerFrame};
 use crate::store::StoreError;
-use crate::types::{FreezeReason, StateReason, TableState};
+use crate::types::{FreezeReason, PauseReason, StateReason, TableState};
 
 /// Why a table stops, which decides what Postgres records and what its
 /// watchers are told.
@@ -44,7 +44,7 @@ impl Table {
         }
         let _g = self.span.clone().entered();
         warn!(event = "table_frozen", reason = %reason, "table frozen");
-        self.phase = Phase::Frozen(reason);
+        self.set_phase(Phase::Frozen(reason));
         for t in [
             &mut self.action_timer,
             &mut self.next_hand_timer,
@@ -107,16 +107,23 @@ impl Table {
     }
 
     pub(super) fn start_drain(&mut self, deadline: Instant, ctx: &mut Context<Self>) {
-        if !matches!(self.phase, Phase::Open | Phase::Draining) {
+        if !matches!(self.phase, Phase::Open | Phase::Draining | Phase::Paused(_)) {
             return;
         }
         let _g = self.span.clone().entered();
-        let first = self.phase == Phase::Open;
-        self.phase = Phase::Draining;
+        let paused = matches!(self.phase, Phase::Paused(_));
+        let first = self.phase != Phase::Draining;
+        self.set_phase(Phase::Draining);
         Self::cancel(ctx, &mut self.next_hand_timer);
         Self::cancel(ctx, &mut self.drain_timer);
         if !self.game.hand_in_progress() {
             self.finish_drain(ctx);
+            return;
+        }
+        if paused {
+            // Nobody can act at a paused table: its hand cannot finish, so
+            // it is voided now rather than at the deadline.
+            self.void_hand(ctx);
             return;
         }
         if first {
@@ -157,7 +164,7 @@ impl Table {
         if self.phase != Phase::Draining {
             return;
         }
-        self.phase = Phase::Stopping;
+        self.set_phase(Phase::Stopping);
         self.record_and_stop(Farewell::Drained, ctx);
     }
 
@@ -177,7 +184,7 @@ impl Table {
             event = "table_idle_evicted",
             "nobody seated; releasing the table"
         );
-        self.phase = Phase::Stopping;
+        self.set_phase(Phase::Stopping);
         self.record_and_stop(Farewell::Idle, ctx);
     }
 
@@ -214,24 +221,109 @@ impl Table {
         }
     }
 
-    pub(super) fn check_lease(&mut self, ctx: &mut Context<Self>) {
-        if matches!(self.phase, Phase::Open | Phase::Draining)
-            && !self.clock.is_valid(Instant::now())
-        {
-            let _g = self.span.clone().entered();
-            warn!(
-                event = "lease_deadline_passed",
-                "lease not confirmed before its local deadline; freezing"
-            );
-            metrics::counter!(instruments::LEASES_LOST, "reason" => "deadline").increment(1);
-            self.freeze(FreezeReason::LeaseLost, ctx);
+    /// Moves to `phase`, keeping the paused-tables gauge true.
+    pub(super) fn set_phase(&mut self, phase: Phase) {
+        match (
+            matches!(self.phase, Phase::Paused(_)),
+            matches!(phase, Phase::Paused(_)),
+        ) {
+            (false, true) => metrics::gauge!(instruments::TABLES_PAUSED).increment(1.0),
+            (true, false) => metrics::gauge!(instruments::TABLES_PAUSED).decrement(1.0),
+            _ => {}
         }
+        self.phase = phase;
+    }
+
+    /// Runs every TTL/10: a lease given up for good freezes the table; one
+    /// that cannot be proven now (Redis slow or unreachable), or a liveness
+    /// Postgres has not recorded lately, pauses it; once both are proven
+    /// again it resumes (I4).
+    pub(super) fn check_lease(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        let live = !matches!(self.phase, Phase::Frozen(_) | Phase::Stopping);
+        if live && self.clock.is_revoked() {
+            let _g = self.span.clone().entered();
+            warn!(event = "lease_revoked", "the lease was given up; freezing");
+            self.freeze(FreezeReason::LeaseLost, ctx);
+            return;
+        }
+        let leased = self.clock.is_valid(now);
+        let alive = self.rt.is_alive_on_record(now);
+        match self.phase {
+            Phase::Open if !leased => {
+                metrics::counter!(instruments::LEASES_LOST, "reason" => "deadline").increment(1);
+                self.pause(PauseReason::RedisUnreachable, ctx);
+                self.ask_reassert();
+            }
+            Phase::Open if !alive => self.pause(PauseReason::StoreUnreachable, ctx),
+            Phase::Paused(_) if leased && alive => self.resume(ctx),
+            Phase::Paused(_) if !leased => self.ask_reassert(),
+            _ => {}
+        }
+    }
+
+    /// Stops dealing without giving the table up: the hand in progress is
+    /// held as it is (its action clock stops), nobody may act, and every
+    /// watcher is told why.
+    pub(super) fn pause(&mut self, reason: PauseReason, ctx: &mut Context<Self>) {
+        if self.phase != Phase::Open {
+            return;
+        }
+        let _g = self.span.clone().entered();
+        warn!(event = "table_paused", reason = %reason, "table paused");
+        metrics::counter!(instruments::TABLE_PAUSES, "reason" => reason.as_str()).increment(1);
+        self.set_phase(Phase::Paused(reason));
+        Self::cancel(ctx, &mut self.action_timer);
+        Self::cancel(ctx, &mut self.next_hand_timer);
+        self.action_deadline_ms = None;
+        self.notify_all(
+            &ServerFrame::Paused {
+                table: &self.id,
+                reason,
+            }
+            .to_shared(),
+        );
+    }
+
+    /// Deals again after a pause: watchers are told `resumed` with a fresh
+    /// snapshot, and the decision in progress gets a full action clock.
+    pub(super) fn resume(&mut self, ctx: &mut Context<Self>) {
+        if !matches!(self.phase, Phase::Paused(_)) {
+            return;
+        }
+        let _g = self.span.clone().entered();
+        info!(event = "table_resumed", "table resumed");
+        self.set_phase(Phase::Open);
+        self.reassert_asked = None;
+        self.restart_clock(ctx);
+        self.send_resumed();
+        self.schedule_next_hand(ctx);
+    }
+
+    /// Tells every watcher the table deals again, with a snapshot each.
+    pub(super) fn send_resumed(&mut self) {
+        self.notify_all(&ServerFrame::Resumed { table: &self.id }.to_shared());
+        self.send_snapshots();
+    }
+
+    /// Asks the manager to take the lease again, at most once per renew
+    /// period while the table stays paused.
+    fn ask_reassert(&mut self) {
+        let period = self.rt.ttl() / 3;
+        if self.reassert_asked.is_some_and(|at| at.elapsed() < period) {
+            return;
+        }
+        self.reassert_asked = Some(Instant::now());
+        self.owner.reassert.do_send(ReassertLease {
+            table: self.id.clone(),
+            fence: self.fence,
+        });
     }
 
     /// Why a table that no longer plays refuses a client, if it does.
     pub(super) fn stopped_error(&self) -> Option<ClientError> {
         match self.phase {
-            Phase::Open | Phase::Draining => None,
+            Phase::Open | Phase::Draining | Phase::Paused(_) => None,
             Phase::Frozen(_) => Some(ClientError::new("table_frozen", "the table is frozen")),
             Phase::Stopping if self.rt.is_draining() => {
                 Some(ClientError::new("draining", "the server is shutting down"))
@@ -245,7 +337,7 @@ impl Table {
 
     /// The seat of a player acting at a table that still plays.
     pub(super) fn live_seat_of(&self, player: &PlayerId) -> Result<SeatNo, ClientError> {
-        if let Some(e) = self.stopped_error() {
+        if let Some(e) = self.stopped_error().or_else(|| self.paused_error()) {
             return Err(e);
         }
         self.game
@@ -257,9 +349,23 @@ impl Table {
         match self.phase {
             Phase::Open => Ok(()),
             Phase::Draining => Err(ClientError::new("draining", "the server is shutting down")),
+            Phase::Paused(_) => Err(self
+                .paused_error()
+                .unwrap_or_else(|| ClientError::new("unavailable", "the table is paused"))),
             _ => Err(self
                 .stopped_error()
                 .unwrap_or_else(|| ClientError::new("table_frozen", "the table is frozen"))),
+        }
+    }
+
+    /// Why nobody may act at a paused table.
+    fn paused_error(&self) -> Option<ClientError> {
+        match self.phase {
+            Phase::Paused(reason) => Some(ClientError::new(
+                "unavailable",
+                format!("the table is paused ({reason}); it resumes on its own"),
+            )),
+            _ => None,
         }
     }
 }

@@ -12,7 +12,7 @@ mod lifecycle;
 mod play;
 
 pub use fanout::{Backlog, Outbound, SessionId};
-pub use handlers::{Act, Drain, Freeze, Join, Leave, Sit, Unsubscribe};
+pub use handlers::{Act, Drain, Freeze, Join, Leave, Refence, RefenceOutcome, Sit, Unsubscribe};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -25,13 +25,16 @@ use crate::game::{Game, PlayerId};
 use crate::instruments;
 use crate::lease::LeaseClock;
 use crate::runtime::Runtime;
-use crate::types::{Fence, FreezeReason, TableId, TableState};
+use crate::types::{Fence, FreezeReason, PauseReason, TableId, TableState};
 use fanout::{seq_epoch, Sent, Subscriber};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Open,
     Draining,
+    /// Not dealing for a while (its lease or its liveness cannot be
+    /// proven), the hand in progress held as it is; no action is taken.
+    Paused(PauseReason),
     /// Frozen, with the reason the manager and the watchers are told.
     Frozen(FreezeReason),
     /// Released (drained or idle): persisting its state, about to stop.
@@ -42,7 +45,7 @@ impl Phase {
     /// The state a snapshot reports.
     fn state(self) -> TableState {
         match self {
-            Phase::Open => TableState::Open,
+            Phase::Open | Phase::Paused(_) => TableState::Open,
             Phase::Draining => TableState::Draining,
             Phase::Frozen(_) => TableState::Frozen,
             Phase::Stopping => TableState::Released,
@@ -61,13 +64,29 @@ pub struct TableStopped {
     pub frozen: Option<FreezeReason>,
 }
 
+/// Sent to the manager by a paused table whose lease cannot be proven: the
+/// manager takes the lease again (re-assert) and, if it can, tells the table
+/// its new fence with [`Refence`].
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ReassertLease {
+    pub table: TableId,
+    pub fence: Fence,
+}
+
+/// Whom a table reports to: the manager, which holds its lease. The table
+/// knows only these recipients, not the manager itself.
+pub struct Owner {
+    pub stopped: Recipient<TableStopped>,
+    pub reassert: Recipient<ReassertLease>,
+}
+
 pub struct Table {
     id: TableId,
     fence: Fence,
     rt: Arc<Runtime>,
     clock: Arc<LeaseClock>,
-    /// Told when the actor stops; the manager, which holds the lease.
-    stopped: Recipient<TableStopped>,
+    owner: Owner,
     game: Game,
     phase: Phase,
     subscribers: HashMap<SessionId, Subscriber>,
@@ -85,6 +104,11 @@ pub struct Table {
     action_deadline_ms: Option<i64>,
     /// A boundary write is in flight; see `persist`.
     writing: bool,
+    /// When this table last asked the manager to re-assert its lease.
+    reassert_asked: Option<Instant>,
+    /// Players were told `paused` because a boundary write is being
+    /// retried; they are told `resumed` once it lands.
+    write_pause_told: bool,
     span: tracing::Span,
 }
 
@@ -111,7 +135,7 @@ impl Table {
         fence: Fence,
         rt: Arc<Runtime>,
         clock: Arc<LeaseClock>,
-        stopped: Recipient<TableStopped>,
+        owner: Owner,
         game: Game,
     ) -> Table {
         let span = table_span(&id, fence, game.hand_no());
@@ -125,7 +149,7 @@ impl Table {
             fence,
             rt,
             clock,
-            stopped,
+            owner,
             game,
             phase: Phase::Open,
             subscribers: HashMap::new(),
@@ -138,6 +162,8 @@ impl Table {
             absent,
             action_deadline_ms: None,
             writing: false,
+            reassert_asked: None,
+            write_pause_told: false,
             span,
         }
     }
@@ -157,7 +183,7 @@ impl Actor for Table {
         info!(event = "table_hosted", "table hosted");
         metrics::gauge!(instruments::TABLES_HOSTED).increment(1.0);
         // The local deadline is checked on a clock of its own, so a slow or
-        // dead Redis freezes the table before anyone else could take it.
+        // dead Redis pauses the table before anyone else could take it.
         let check = (self.rt.ttl() / 10).max(Duration::from_millis(20));
         ctx.run_interval(check, |act, ctx| act.check_lease(ctx));
         let idle_check =
@@ -171,7 +197,10 @@ impl Actor for Table {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         metrics::gauge!(instruments::TABLES_HOSTED).decrement(1.0);
-        self.stopped.do_send(TableStopped {
+        if matches!(self.phase, Phase::Paused(_)) {
+            metrics::gauge!(instruments::TABLES_PAUSED).decrement(1.0);
+        }
+        self.owner.stopped.do_send(TableStopped {
             table: self.id.clone(),
             fence: self.fence,
             frozen: match self.phase {

@@ -2,7 +2,10 @@
 //! boundary write at each hand's end, and the next deal.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Instant;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures::future::LocalBoxFuture;
 
 use actix::prelude::*;
 use tracing::{error, info, warn};
@@ -10,12 +13,14 @@ use tracing::{error, info, warn};
 use super::{note_stale_write, Phase, Table};
 use crate::game::{Audience, Command, Event, EventKind, RuleError, SeatChips, SeatNo, VoidReason};
 use crate::instruments;
+use crate::protocol::ServerFrame;
+use crate::runtime::Runtime;
 use crate::store::{CashOut, StoreError};
-use crate::types::FreezeReason;
+use crate::types::{FreezeReason, PauseReason, TableId};
 
 /// What the players are told once a hand's write has an outcome: its
 /// result when recorded, else that it was voided.
-struct Told {
+pub(super) struct Told {
     result: Vec<Event>,
     voided: Event,
 }
@@ -160,7 +165,7 @@ impl Table {
     }
 
     /// Writes the hand that just ended, then tells its result; if the write
-    /// is refused or fails, the players are told the hand is void instead.
+    /// is refused, the players are told the hand is void instead.
     pub(super) fn write_boundary(
         &mut self,
         outs: Vec<CashOut>,
@@ -189,21 +194,39 @@ impl Table {
         };
         let rt = self.rt.clone();
         let (id, fence, button) = (self.id.clone(), self.fence, self.game.button());
-        let fut = async move {
-            rt.store
-                .write_hand(&id, fence, rt.instance_id(), &summary, button, &outs)
-                .await?;
-            metrics::counter!(instruments::HANDS_COMPLETED).increment(1);
-            Ok(())
-        };
-        self.persist(fut, Some(Told { result, voided }), ctx);
+        let (summary, outs) = (Rc::new(summary), Rc::new(outs));
+        let write: Write = Rc::new(move |retry| {
+            let (rt, id, summary, outs) = (rt.clone(), id.clone(), summary.clone(), outs.clone());
+            Box::pin(async move {
+                match rt
+                    .store
+                    .write_hand(&id, fence, rt.instance_id(), &summary, button, &outs)
+                    .await
+                {
+                    // An earlier try committed and only its answer was
+                    // lost: the fence check passed, so the hand is ours.
+                    Err(StoreError::HandAlreadyApplied(_)) if retry => {}
+                    other => other?,
+                }
+                metrics::counter!(instruments::HANDS_COMPLETED).increment(1);
+                Ok(())
+            })
+        });
+        self.persist(write, Some(Told { result, voided }), ctx);
     }
 
     pub(super) fn write_cash_outs(&mut self, outs: Vec<CashOut>, ctx: &mut Context<Self>) {
         let rt = self.rt.clone();
         let (id, fence) = (self.id.clone(), self.fence);
-        let fut = async move { rt.store.cash_out(&id, fence, &outs).await };
-        self.persist(fut, None, ctx);
+        let outs = Rc::new(outs);
+        let write: Write = Rc::new(move |retry| {
+            let (rt, id, outs) = (rt.clone(), id.clone(), outs.clone());
+            Box::pin(async move {
+                let res = rt.store.cash_out(&id, fence, &outs).await;
+                settled_on_retry(&rt, &id, &outs, retry, res).await
+            })
+        });
+        self.persist(write, None, ctx);
     }
 
     /// Runs one boundary write, holding the table still until it commits:
@@ -211,26 +234,60 @@ impl Table {
     /// start (`writing`), so a later write never runs ahead of the one it
     /// depends on (actix runs queued `wait` futures last-in first-out).
     ///
-    /// `told` is what the players learn once the write has an outcome.
-    fn persist(
-        &mut self,
-        write: impl std::future::Future<Output = Result<(), StoreError>> + 'static,
-        told: Option<Told>,
-        ctx: &mut Context<Self>,
-    ) {
+    /// A transient failure (Postgres unreachable, a budget ran out) is
+    /// tried again with backoff for as long as the lease has not been
+    /// given up, and the players are told the table is paused meanwhile
+    /// (I11). `told` is what the players learn once the write has an
+    /// outcome.
+    pub(super) fn persist(&mut self, write: Write, told: Option<Told>, ctx: &mut Context<Self>) {
         self.writing = true;
-        ctx.wait(write.into_actor(self).map(|res, act, ctx| {
-            act.writing = false;
+        self.attempt(write, told, 0, ctx);
+    }
+
+    fn attempt(&mut self, write: Write, told: Option<Told>, tries: u32, ctx: &mut Context<Self>) {
+        let backoff = retry_backoff(tries);
+        let run = write.clone();
+        let fut = async move {
+            if !backoff.is_zero() {
+                tokio::time::sleep(backoff).await;
+            }
+            run(tries > 0).await
+        };
+        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
             let _g = act.span.clone().entered();
             match res {
+                Err(e) if e.is_transient() && !act.clock.is_revoked() => {
+                    metrics::counter!(instruments::STORE_WRITE_RETRIES).increment(1);
+                    warn!(event = "store_write_retry", error = %e, tries = tries + 1, "boundary write failed; trying again");
+                    if !act.write_pause_told {
+                        act.write_pause_told = true;
+                        metrics::counter!(instruments::TABLE_PAUSES, "reason" => PauseReason::StoreUnreachable.as_str()).increment(1);
+                        act.notify_all(
+                            &ServerFrame::Paused {
+                                table: &act.id,
+                                reason: PauseReason::StoreUnreachable,
+                            }
+                            .to_shared(),
+                        );
+                    }
+                    act.attempt(write, told, tries.saturating_add(1), ctx);
+                }
                 Ok(()) => {
+                    act.writing = false;
                     if let Some(told) = told {
                         act.broadcast(told.result);
                     }
+                    act.end_write_pause(ctx);
                     act.after_boundary(ctx);
                 }
                 Err(e) => {
-                    if let Some(told) = told {
+                    act.writing = false;
+                    act.end_write_pause(ctx);
+                    // A refused write changed nothing: the hand is void. A
+                    // transient failure given up on (the lease is gone) may
+                    // or may not have landed, so nothing is claimed about it
+                    // beyond the freeze.
+                    if let Some(told) = told.filter(|_| !e.is_transient()) {
                         warn!(
                             event = "hand_voided",
                             "the hand's result was not recorded; voided"
@@ -243,10 +300,40 @@ impl Table {
         }));
     }
 
+    /// After a retried write has an outcome, players who were told the table
+    /// paused learn that it goes on.
+    fn end_write_pause(&mut self, ctx: &mut Context<Self>) {
+        if std::mem::take(&mut self.write_pause_told) && self.phase == Phase::Open {
+            info!(event = "table_resumed", "boundary recorded; table resumed");
+            self.restart_clock(ctx);
+            self.send_resumed();
+        }
+    }
+
+    /// Arms a full action clock for the decision in progress, if any (after
+    /// a pause, the clock that ran before it is void).
+    pub(super) fn restart_clock(&mut self, ctx: &mut Context<Self>) {
+        let (Some(seat), Some(decision)) = (self.game.to_act(), self.game.decision()) else {
+            return;
+        };
+        let hand = self.game.hand_no();
+        let timeout = self.rt.action_timeout();
+        self.action_deadline_ms = Some(
+            chrono::Utc::now()
+                .timestamp_millis()
+                .saturating_add(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX)),
+        );
+        self.arm_action_timer(hand, seat, decision, ctx);
+    }
+
     pub(super) fn on_write_error(&mut self, e: StoreError, ctx: &mut Context<Self>) {
         match e {
             StoreError::StaleOwnerBoundaryWrite { fence, current, .. } => {
                 note_stale_write(fence, current, "boundary write");
+                self.freeze(FreezeReason::LeaseLost, ctx);
+            }
+            other if self.clock.is_revoked() => {
+                error!(error = %other, "boundary write failed and the lease was given up; freezing the table");
                 self.freeze(FreezeReason::LeaseLost, ctx);
             }
             other => {
@@ -289,14 +376,19 @@ impl Table {
         if self.phase != Phase::Open || !self.game.can_start_hand() {
             return;
         }
-        // I1: never deal on a lease this process cannot prove it holds.
-        if !self.clock.is_valid(Instant::now()) {
+        // I1: never deal on a lease this process cannot prove it holds, nor
+        // while others might already consider this process gone.
+        let now = Instant::now();
+        if self.clock.is_revoked() {
+            self.freeze(FreezeReason::LeaseLost, ctx);
+            return;
+        }
+        if !self.clock.is_valid(now) || !self.rt.is_alive_on_record(now) {
             warn!(
                 event = "lease_deadline_passed",
-                "lease deadline passed before dealing; freezing"
+                "lease or liveness not proven before dealing; pausing"
             );
-            metrics::counter!(instruments::LEASES_LOST, "reason" => "deadline").increment(1);
-            self.freeze(FreezeReason::LeaseLost, ctx);
+            self.check_lease(ctx);
             return;
         }
         let deck = crate::game::shuffled_deck(&mut rand::thread_rng());
@@ -332,10 +424,48 @@ impl Table {
         self.broadcast(events);
         let rt = self.rt.clone();
         let (id, fence, hand) = (self.id.clone(), self.fence, self.game.hand_no());
-        self.persist(
-            async move { rt.store.record_void(&id, fence, hand, &outs).await },
-            None,
-            ctx,
-        );
+        let outs = Rc::new(outs);
+        let write: Write = Rc::new(move |retry| {
+            let (rt, id, outs) = (rt.clone(), id.clone(), outs.clone());
+            Box::pin(async move {
+                let res = rt.store.record_void(&id, fence, hand, &outs).await;
+                settled_on_retry(&rt, &id, &outs, retry, res).await
+            })
+        });
+        self.persist(write, None, ctx);
+    }
+}
+
+/// One boundary write, run again on a transient failure; its argument says
+/// whether this is a retry (an earlier try may have committed).
+pub(super) type Write = Rc<dyn Fn(bool) -> LocalBoxFuture<'static, Result<(), StoreError>>>;
+
+/// 0 before the first try, then 100 ms doubling up to 2 s.
+fn retry_backoff(tries: u32) -> Duration {
+    if tries == 0 {
+        return Duration::ZERO;
+    }
+    let ms = 100u64.saturating_mul(1 << tries.saturating_sub(1).min(5));
+    Duration::from_millis(ms.min(2000))
+}
+
+/// A retried cash-out whose seats are already vacated was committed by an
+/// earlier try whose answer was lost: that is its success.
+async fn settled_on_retry(
+    rt: &Runtime,
+    id: &TableId,
+    outs: &[CashOut],
+    retry: bool,
+    res: Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    match res {
+        Err(StoreError::Inconsistent(_)) if retry && !outs.is_empty() => {
+            if rt.store.all_vacated(id, outs).await? {
+                Ok(())
+            } else {
+                res
+            }
+        }
+        other => other,
     }
 }

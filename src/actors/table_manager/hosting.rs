@@ -137,6 +137,28 @@ pub(super) async fn acquire_and_load(
         (Mode::Recover, s) if s.is_hostable() => return Err(HostError::NotFrozen),
         (_, other) => return Err(HostError::Closed(other)),
     }
+    // The takeover rule (I1): an open table of another owner is not even
+    // asked of Redis while that owner is alive on record, so its lease (if
+    // the key merely vanished) is left for it to re-assert. The stamp
+    // checks again under the row lock.
+    if let (Mode::Host, TableState::Open | TableState::Draining, Some(owner)) =
+        (mode, row.state, row.owner_instance.as_deref())
+    {
+        if owner != rt.instance_id()
+            && rt
+                .store
+                .owner_alive(&table, owner)
+                .await
+                .map_err(HostError::unavailable)?
+        {
+            metrics::counter!(instruments::LEASE_ACQUIRES, "result" => "owned_elsewhere")
+                .increment(1);
+            return Err(HostError::OwnedElsewhere {
+                owner: owner.to_string(),
+                ttl_ms: -1,
+            });
+        }
+    }
     let sent = Instant::now();
     let fence = acquire(&rt, &table, row.fence).await?;
     match load_under_lease(&rt, &table, fence, mode).await {
@@ -170,6 +192,7 @@ async fn load_under_lease(
                 StoreError::StaleOwnerBoundaryWrite { .. } => {
                     HostError::unavailable("a newer owner stamped the table")
                 }
+                StoreError::OwnerAlive { owner } => HostError::OwnedElsewhere { owner, ttl_ms: -1 },
                 other => HostError::unavailable(other),
             }
         })?;

@@ -9,7 +9,7 @@ use tracing::{debug, error, info, warn};
 
 use super::hosting::{dispose, HostError, Mode};
 use super::{DrainState, Pending, TableManager};
-use crate::actors::table::{Drain, Freeze, Table, TableStopped};
+use crate::actors::table::{Drain, Freeze, ReassertLease, Table, TableStopped};
 use crate::game::Chips;
 use crate::instruments;
 use crate::lease::{HeldLease, RenewOutcome};
@@ -77,8 +77,10 @@ impl Handler<TableStopped> for TableManager {
     type Result = ();
 
     fn handle(&mut self, msg: TableStopped, ctx: &mut Self::Context) {
+        // A table that re-asserted stops with a fence above the one the
+        // registry may still hold; an older hosting's stop is ignored.
         match self.hosted.get(&msg.table) {
-            Some(h) if h.fence == msg.fence => {}
+            Some(h) if h.fence <= msg.fence => {}
             _ => return,
         }
         if let Some(h) = self.hosted.remove(&msg.table) {
@@ -138,13 +140,13 @@ pub struct RenewReport {
 impl Handler<RenewReport> for TableManager {
     type Result = ();
 
-    fn handle(&mut self, msg: RenewReport, _ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: RenewReport, ctx: &mut Self::Context) {
         let ttl = self.rt.ttl();
         for (lease, outcome) in msg.outcomes {
             let hosted = self
                 .hosted
                 .get(&lease.table)
-                .filter(|h| h.fence == lease.fence);
+                .filter(|h| h.fence == lease.fence && !h.reasserting);
             let Some(h) = hosted else {
                 // I5: the table was released (idle eviction, drain) while the
                 // renew was in flight; losing its lease is expected.
@@ -157,7 +159,9 @@ impl Handler<RenewReport> for TableManager {
             match outcome {
                 RenewOutcome::Renewed => h.clock.confirm(msg.sent, ttl),
                 RenewOutcome::Gone | RenewOutcome::Foreign => {
-                    h.clock.revoke();
+                    // Loud, but not final: the owner takes the lease again
+                    // if nobody else holds it and Postgres still holds its
+                    // fence; otherwise the re-assert freezes the copy.
                     metrics::counter!(instruments::LEASES_LOST, "reason" => outcome.label())
                         .increment(1);
                     warn!(
@@ -165,11 +169,9 @@ impl Handler<RenewReport> for TableManager {
                         table_id = %lease.table,
                         fence = lease.fence.0,
                         outcome = outcome.label(),
-                        "lease lost; freezing the table"
+                        "lease not renewed; re-asserting it"
                     );
-                    h.addr.do_send(Freeze {
-                        reason: FreezeReason::LeaseLost,
-                    });
+                    self.reassert(lease.table, ctx);
                 }
             }
         }
@@ -303,7 +305,12 @@ impl Handler<FencesSeen> for TableManager {
 
     fn handle(&mut self, msg: FencesSeen, _ctx: &mut Self::Context) {
         for (table, state, reason, fence) in msg.rows {
-            let Some(h) = self.hosted.get(&table).filter(|h| h.fence < fence) else {
+            // A re-assert moves Postgres ahead of the registry for a moment.
+            let Some(h) = self
+                .hosted
+                .get(&table)
+                .filter(|h| h.fence < fence && !h.reasserting)
+            else {
                 continue;
             };
             let reason = if state == TableState::Frozen && reason == Some(StateReason::Operator) {
@@ -322,6 +329,20 @@ impl Handler<FencesSeen> for TableManager {
             );
             h.clock.revoke();
             h.addr.do_send(Freeze { reason });
+        }
+    }
+}
+
+impl Handler<ReassertLease> for TableManager {
+    type Result = ();
+
+    fn handle(&mut self, msg: ReassertLease, ctx: &mut Self::Context) {
+        if self
+            .hosted
+            .get(&msg.table)
+            .is_some_and(|h| h.fence == msg.fence)
+        {
+            self.reassert(msg.table, ctx);
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use rand::Rng;
@@ -20,18 +20,21 @@ pub use messages::{
     Recover, RenewReport,
 };
 
-use super::table::Table;
+use super::table::{Freeze, Owner, Refence, RefenceOutcome, Table};
 use crate::instruments;
-use crate::lease::{HeldLease, LeaseClock};
+use crate::lease::{HeldLease, LeaseClock, LeaseError};
 use crate::runtime::Runtime;
 use crate::store::StoreError;
-use crate::types::{Fence, TableId};
+use crate::types::{Fence, FreezeReason, TableId};
 use hosting::{acquire_and_load, Mode, Prepared};
 
 struct Hosted {
     addr: Addr<Table>,
     fence: Fence,
     clock: Arc<LeaseClock>,
+    /// The lease is being taken again (re-assert): it is not renewed
+    /// meanwhile, and reports about its old fence are stale.
+    reasserting: bool,
 }
 
 type Waiter = oneshot::Sender<Result<Addr<Table>, HostError>>;
@@ -80,6 +83,7 @@ impl TableManager {
     fn held(&self) -> Vec<HeldLease> {
         self.hosted
             .iter()
+            .filter(|(_, h)| !h.reasserting)
             .map(|(table, h)| HeldLease {
                 table: table.clone(),
                 fence: h.fence,
@@ -142,6 +146,7 @@ impl TableManager {
             }
             return;
         }
+        let table_key = table.clone();
         // The entry marks the acquire as under way, even with no waiter.
         self.pending.insert(
             table.clone(),
@@ -151,25 +156,35 @@ impl TableManager {
             },
         );
         let rt = self.rt.clone();
-        ctx.spawn(
-            acquire_and_load(rt, table.clone(), mode)
-                .into_actor(self)
-                .map(move |res, act, ctx| {
-                    let waiters = act
-                        .pending
-                        .remove(&table)
-                        .map(|p| p.waiters)
-                        .unwrap_or_default();
-                    let outcome = res.and_then(|prepared| act.start_table(prepared, ctx));
-                    if let Err(e) = &outcome {
-                        debug!(table_id = %table, error = %e, "table not hosted");
-                    }
-                    for w in waiters {
-                        let _ = w.send(outcome.clone());
-                    }
-                    act.maybe_finish_drain(ctx);
-                }),
-        );
+        // Every step is bounded on its own (Redis operation timeout,
+        // Postgres budgets); the whole is bounded too (I11). A lease taken
+        // by an abandoned attempt expires with its TTL, or is re-taken by
+        // the next attempt (same owner).
+        let bound = rt.ttl();
+        let attempt = async move {
+            tokio::time::timeout(bound, acquire_and_load(rt, table_key, mode))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(HostError::Unavailable(format!(
+                        "taking the table took longer than {bound:?}"
+                    )))
+                })
+        };
+        ctx.spawn(attempt.into_actor(self).map(move |res, act, ctx| {
+            let waiters = act
+                .pending
+                .remove(&table)
+                .map(|p| p.waiters)
+                .unwrap_or_default();
+            let outcome = res.and_then(|prepared| act.start_table(prepared, ctx));
+            if let Err(e) = &outcome {
+                debug!(table_id = %table, error = %e, "table not hosted");
+            }
+            for w in waiters {
+                let _ = w.send(outcome.clone());
+            }
+            act.maybe_finish_drain(ctx);
+        }));
     }
 
     /// Recovers a table frozen by a lost lease after `cooldown`, trying
@@ -193,6 +208,82 @@ impl TableManager {
         });
     }
 
+    /// Takes a hosted table's lease again after its key vanished, was
+    /// found holding another value, or could not be proven (I4): acquire
+    /// above the table's own fence, then the table moves Postgres to the new
+    /// fence only if Postgres still holds its own. Success: the table
+    /// carries on, the hand in progress included. Refused (another owner
+    /// holds the lease, or stamped Postgres): its copy freezes. Redis or
+    /// Postgres unreachable: nothing changes, and the next renew or the
+    /// paused table asks again.
+    fn reassert(&mut self, table: TableId, ctx: &mut Context<Self>) {
+        let Some(h) = self.hosted.get_mut(&table).filter(|h| !h.reasserting) else {
+            return;
+        };
+        h.reasserting = true;
+        let (rt, addr, old) = (self.rt.clone(), h.addr.clone(), h.fence);
+        let key = table.clone();
+        let fut = async move {
+            let sent = Instant::now();
+            match rt.lease.acquire(&key, old).await {
+                Ok(new) => {
+                    let outcome = addr
+                        .send(Refence { fence: new })
+                        .await
+                        .unwrap_or(RefenceOutcome::Refused);
+                    (outcome, Some((new, sent)))
+                }
+                Err(LeaseError::OwnedElsewhere { owner, .. }) => {
+                    warn!(table_id = %key, owner = %owner, "the lease is held by another owner; cannot re-assert");
+                    (RefenceOutcome::Refused, None)
+                }
+                Err(e) => {
+                    warn!(table_id = %key, error = %e, "could not re-assert the lease; will try again");
+                    (RefenceOutcome::Failed, None)
+                }
+            }
+        };
+        ctx.spawn(fut.into_actor(self).map(move |(outcome, taken), act, _ctx| {
+            let label = match outcome {
+                RefenceOutcome::Reasserted => "reasserted",
+                RefenceOutcome::Refused => "refused",
+                RefenceOutcome::Failed => "error",
+            };
+            metrics::counter!(instruments::LEASE_REASSERTS, "result" => label).increment(1);
+            let hosted = act.hosted.get_mut(&table).filter(|h| h.fence == old);
+            match (hosted, outcome, taken) {
+                (Some(h), RefenceOutcome::Reasserted, Some((new, sent))) => {
+                    h.fence = new;
+                    h.clock.confirm(sent, act.rt.ttl());
+                    h.reasserting = false;
+                    info!(event = "lease_reasserted", table_id = %table, fence = new.0, "lease re-asserted");
+                }
+                (Some(h), RefenceOutcome::Failed, _) => h.reasserting = false,
+                (hosted, _, taken) => {
+                    // Refused, or the table stopped meanwhile: its copy
+                    // stops, and a lease taken for it goes back.
+                    if let Some(h) = hosted {
+                        h.reasserting = false;
+                        h.clock.revoke();
+                        h.addr.do_send(Freeze {
+                            reason: FreezeReason::LeaseLost,
+                        });
+                    }
+                    if let Some((new, _)) = taken {
+                        let rt = act.rt.clone();
+                        let lease = [HeldLease {
+                            table: table.clone(),
+                            fence: new,
+                        }];
+                        actix::spawn(async move {
+                            let _ = rt.lease.release_all(&lease).await;
+                        });
+                    }
+                }
+            }
+        }));
+    }
+
     fn start_table(
         &mut self,
         p: Prepared,
@@ -213,10 +304,13 @@ impl TableManager {
         let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
         self.next_arbiter = self.next_arbiter.wrapping_add(1);
         let (rt, clock) = (self.rt.clone(), p.clock.clone());
-        let stopped = ctx.address().recipient();
+        let owner = Owner {
+            stopped: ctx.address().recipient(),
+            reassert: ctx.address().recipient(),
+        };
         let (id, fence, game) = (p.table.clone(), p.fence, p.game);
         let addr = Table::start_in_arbiter(arbiter, move |_| {
-            Table::new(id, fence, rt, clock, stopped, game)
+            Table::new(id, fence, rt, clock, owner, game)
         });
         info!(event = "lease_acquired", table_id = %p.table, fence = p.fence.0, "hosting table");
         self.hosted.insert(
@@ -225,6 +319,7 @@ impl TableManager {
                 addr: addr.clone(),
                 fence: p.fence,
                 clock: p.clock,
+                reasserting: false,
             },
         );
         self.update_gauge();
@@ -242,7 +337,10 @@ impl TableManager {
         self.scanning = true;
         let rt = self.rt.clone();
         let fut = async move {
-            let ids = rt.store.revivable(rt.environment()).await?;
+            let ids = rt
+                .store
+                .revivable(rt.environment(), rt.instance_id())
+                .await?;
             let free = rt
                 .lease
                 .claimable(&ids)
