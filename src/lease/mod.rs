@@ -24,6 +24,9 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("ac
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("renew.lua")));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("release.lua")));
 
+/// The longest pause between two attempts of one reconnect, in ms.
+const RECONNECT_DELAY_MAX_MS: u64 = 100;
+
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     #[error("table is owned by {owner} for another {ttl_ms} ms")]
@@ -83,7 +86,11 @@ impl LeaseClient {
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(op_timeout)
             .set_response_timeout(op_timeout)
-            .set_number_of_retries(1);
+            .set_number_of_retries(1)
+            // A reconnect waits at most this long between its attempts (the
+            // crate's default backoff starts at a second and grows), so a
+            // Redis that comes back is used again within a renew period.
+            .set_max_delay(RECONNECT_DELAY_MAX_MS);
         let conn = tokio::time::timeout(
             op_timeout,
             ConnectionManager::new_with_config(client, config),

@@ -295,8 +295,8 @@ impl Table {
         info!(event = "table_resumed", "table resumed");
         self.set_phase(Phase::Open);
         self.reassert_asked = None;
-        self.restart_clock(ctx);
         self.send_resumed();
+        self.restart_clock(ctx);
         self.schedule_next_hand(ctx);
     }
 

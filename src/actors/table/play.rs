@@ -305,24 +305,23 @@ impl Table {
     fn end_write_pause(&mut self, ctx: &mut Context<Self>) {
         if std::mem::take(&mut self.write_pause_told) && self.phase == Phase::Open {
             info!(event = "table_resumed", "boundary recorded; table resumed");
-            self.restart_clock(ctx);
             self.send_resumed();
+            self.restart_clock(ctx);
         }
     }
 
-    /// Arms a full action clock for the decision in progress, if any (after
-    /// a pause, the clock that ran before it is void).
+    /// After a pause the decision in progress starts over: its `turn` is
+    /// told again (same decision number, a full action clock), so the
+    /// player to act knows they still may.
     pub(super) fn restart_clock(&mut self, ctx: &mut Context<Self>) {
         let (Some(seat), Some(decision)) = (self.game.to_act(), self.game.decision()) else {
             return;
         };
+        let Some(turn) = self.game.pending_turn() else {
+            return;
+        };
         let hand = self.game.hand_no();
-        let timeout = self.rt.action_timeout();
-        self.action_deadline_ms = Some(
-            chrono::Utc::now()
-                .timestamp_millis()
-                .saturating_add(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX)),
-        );
+        self.broadcast(vec![turn]);
         self.arm_action_timer(hand, seat, decision, ctx);
     }
 

@@ -53,6 +53,18 @@ impl Game {
         }
     }
 
+    /// The `turn` of the decision waiting now, told again (same decision
+    /// number) when its action clock starts over after a pause.
+    pub fn pending_turn(&self) -> Option<Event> {
+        let (seat, decision) = (self.to_act()?, self.decision()?);
+        Some(event(EventKind::Turn {
+            hand: self.hand_no,
+            seat,
+            decision,
+            legal: self.legal_for(seat),
+        }))
+    }
+
     pub fn seat_of(&self, player: &PlayerId) -> Option<SeatNo> {
         self.occupied()
             .find(|(_, o)| &o.player == player)
