@@ -2,7 +2,8 @@
 # The project's test command: services (and the browser for the browser
 # test; PITBOSS_SKIP_BROWSER=1 skips both), the exhaustive hand-evaluator
 # check (release build; PITBOSS_SKIP_EXHAUSTIVE=1 skips it for a quick local
-# run), then the whole nextest suite. Extra arguments go to `cargo nextest run`.
+# run), the whole nextest suite (extra arguments go to `cargo nextest run`),
+# then the soak.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,3 +29,12 @@ else
 fi
 
 cargo nextest run --workspace --all-targets --no-fail-fast "$@"
+
+# The soak (three instances, twelve tables, a seeded mix of faults for a
+# minute) runs alone afterwards, so it never shares the cores with other
+# tests. PITBOSS_SKIP_SOAK=1 skips it; PITBOSS_SOAK_SEED replays a schedule.
+if [ "${PITBOSS_SKIP_SOAK:-0}" = "1" ]; then
+    echo "test: PITBOSS_SKIP_SOAK=1, skipping the soak"
+else
+    cargo nextest run --test soak --run-ignored only --no-capture --retries 0
+fi

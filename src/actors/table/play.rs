@@ -393,6 +393,13 @@ impl Table {
         let deck = crate::game::shuffled_deck(&mut rand::thread_rng());
         if let Some(events) = self.apply_internal(Command::StartHand { deck }, ctx) {
             self.refresh_span();
+            let _g = self.span.clone().entered();
+            info!(
+                event = "hand_dealt",
+                hand = self.game.hand_no(),
+                dealt_fence = self.fence.0,
+                "hand dealt"
+            );
             self.advance(events, ctx);
         }
     }
