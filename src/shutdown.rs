@@ -43,10 +43,10 @@ pub async fn run_until_stopped(app: Application) -> anyhow::Result<()> {
         }
         _ = tokio::time::sleep(hard) => {
             warn!(event = "drain_deadline", deadline_ms = hard.as_millis() as u64, "the drain passed its hard deadline");
-            force(&app.manager).await;
+            force(&app.manager, "hard drain deadline").await;
         }
-        _ = term.recv() => force(&app.manager).await,
-        _ = int.recv() => force(&app.manager).await,
+        _ = term.recv() => force(&app.manager, "second signal").await,
+        _ = int.recv() => force(&app.manager, "second signal").await,
     }
     // Nobody need wait a TTL for this process: its liveness record goes.
     let forget = app.rt.store.forget_instance(
@@ -66,10 +66,11 @@ pub async fn run_until_stopped(app: Application) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn force(manager: &actix::Addr<crate::actors::table_manager::TableManager>) {
+async fn force(manager: &actix::Addr<crate::actors::table_manager::TableManager>, why: &str) {
     warn!(
         event = "drain_forced",
-        "second signal: releasing every lease now"
+        cause = why,
+        "{why}: releasing every lease now"
     );
     let released = tokio::time::timeout(Duration::from_secs(3), manager.send(ForceRelease)).await;
     if released.is_err() {

@@ -24,7 +24,7 @@ use crate::actors::table_manager::TableManager;
 use crate::auth::TokenSigner;
 use crate::config::Settings;
 use crate::http::{routes, AppState};
-use crate::lease::{LeaseClient, LeaseClock, LeaseError, Registration};
+use crate::lease::{Claim, ClaimError, LeaseClient, LeaseClock, LeaseError, Registration};
 use crate::runtime::Runtime;
 use crate::store::{Budgets, Store};
 
@@ -258,6 +258,49 @@ fn bind_one(addr: SocketAddr) -> std::io::Result<TcpListener> {
     Ok(socket.into())
 }
 
+/// Refuses to start (I12) when Postgres shows another incarnation of this
+/// instance id beating within the last TTL and still beating one refresh
+/// period later: a live process holds the id even though Redis forgot it.
+async fn check_recorded_liveness(
+    store: &Store,
+    settings: &Settings,
+    me: &Registration,
+) -> anyhow::Result<()> {
+    let (env, id, ttl) = (
+        settings.instance.environment.as_str(),
+        settings.instance_id(),
+        settings.lease_ttl(),
+    );
+    let recorded = store
+        .instance_seen(env, id)
+        .await
+        .context("could not read the instances' liveness from Postgres")?;
+    let Some(seen) = recorded.filter(|r| r.live && r.incarnation != me.incarnation()) else {
+        return Ok(());
+    };
+    info!(
+        instance = id,
+        incarnation = %seen.incarnation,
+        "Postgres saw another process with this id lately; watching it for one refresh period"
+    );
+    tokio::time::sleep(ttl / 3 + Duration::from_secs(1)).await;
+    let again = store
+        .instance_seen(env, id)
+        .await
+        .context("could not read the instances' liveness from Postgres")?;
+    match again {
+        Some(now) if now.incarnation == seen.incarnation && now.last_seen > seen.last_seen => {
+            Err(ClaimError::InUse {
+                owner: id.to_string(),
+                incarnation: now.incarnation,
+                advertise_url: now.advertise_url,
+            }
+            .into())
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Application {
     /// Everything that can fail (the port, Postgres, Redis) is acquired
     /// before any actor or arbiter starts, so a failed start has nothing to
@@ -310,7 +353,15 @@ impl Application {
             incarnation = registration.incarnation(),
             "registering the instance id"
         );
-        lease.claim_instance(&registration).await?;
+        let claim = lease.claim_instance(&registration).await?;
+        if claim == Claim::Free {
+            // Redis vouched for nobody; it may have lost the registration
+            // along with the leases. Postgres' record of liveness decides.
+            if let Err(e) = check_recorded_liveness(&store, &settings, &registration).await {
+                let _ = lease.deregister_instance(&registration).await;
+                return Err(e);
+            }
+        }
         // Liveness on record in Postgres too, before any table is taken:
         // the takeover rule reads it (I1).
         let beat_sent = std::time::Instant::now();

@@ -8,7 +8,7 @@ mod common;
 mod play;
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{lease_key, test_db, unique_env, PrivateRedis, Server, ServerConfig};
 use play::{metric, spawn_forever, Player, Policy};
@@ -24,6 +24,10 @@ fn config(db: &common::TestDb, env: &str, id: &str) -> ServerConfig {
         .with_ttl_ms(TTL_MS)
         .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
         .with_env("PITBOSS__REDIS__OP_TIMEOUT_MS", "300")
+        // The scripted players act as fast as hands are dealt (tens of
+        // frames a second); the limit is not what these tests are about.
+        .with_env("PITBOSS__WS__RATE_PER_SEC", "500")
+        .with_env("PITBOSS__WS__RATE_BURST", "1000")
 }
 
 /// A table on `server` with two players playing check/call in the
@@ -276,7 +280,14 @@ async fn two_live_instances_whose_redis_restarts_empty_freeze_nothing_and_deal_a
         || async { hand_no(&a, &ta).await > ha && hand_no(&b, &tb).await > hb },
     )
     .await;
-    assert!(dealing, "both tables deal again within 2 x TTL");
+    if !dealing {
+        for task in tasks_a.into_iter().chain(tasks_b) {
+            let p = task.await.expect("player");
+            let n = p.client.seen.len();
+            eprintln!("{}: {:#?}", p.name, &p.client.seen[n.saturating_sub(8)..]);
+        }
+        panic!("both tables deal again within 2 x TTL");
+    }
 
     for (server, t, fence, owner) in [(&a, &ta, fa, "inst-a"), (&b, &tb, fb, "inst-b")] {
         let view = server.table(t).await;
@@ -369,4 +380,75 @@ async fn a_postgres_refusing_connections_for_seconds_pauses_play_and_nothing_fre
             p.name
         );
     }
+}
+
+#[tokio::test]
+async fn a_drain_that_cannot_write_ends_at_its_hard_deadline_and_releases_every_lease() {
+    let db = test_db().await;
+    let env = unique_env();
+    let a = Server::start(
+        config(&db, &env, "inst-a")
+            .with_env("PITBOSS__SHUTDOWN__DRAIN_TIMEOUT_MS", "1000")
+            .with_env("PITBOSS__DATABASE__STATEMENT_TIMEOUT_MS", "1000")
+            .with_env("PITBOSS__DATABASE__ACQUIRE_TIMEOUT_MS", "500"),
+    )
+    .await;
+    // Nobody acts: the hand dealt now is still in progress when the drain
+    // starts, so the drain has a hand to void and a void to write.
+    let (t, mut alice, _bob) = play::heads_up(&a, 100).await;
+    alice
+        .client
+        .recv_event("hand_started", Duration::from_secs(5))
+        .await
+        .expect("a hand in progress");
+
+    // Postgres refuses this database: nothing the drain writes can land.
+    let admin = sqlx::PgPool::connect(&common::admin_pg_url())
+        .await
+        .expect("admin pool");
+    let refuse = format!(
+        "ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS false",
+        db.name
+    );
+    sqlx::query(&refuse).execute(&admin).await.expect("refuse");
+    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+        .bind(&db.name)
+        .execute(&admin)
+        .await
+        .expect("terminate");
+    a.sigterm();
+    let sent = Instant::now();
+    let exited = a.wait_exit(Duration::from_secs(15)).await;
+    let took = sent.elapsed();
+    let allow = format!("ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS true", db.name);
+    sqlx::query(&allow).execute(&admin).await.expect("allow");
+    assert!(exited.is_some(), "the drain ended");
+    // drain 1 s + 2 x statement 1 s + 1 s, plus the exit itself.
+    assert!(
+        took < Duration::from_secs(7),
+        "exited {took:?} after SIGTERM"
+    );
+    assert!(
+        a.logs_contain("event=\"drain_deadline\""),
+        "the hard deadline ended it"
+    );
+    let mut redis = common::redis_conn(&common::shared_redis_url()).await;
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(lease_key(&env, &t))
+        .query_async(&mut redis)
+        .await
+        .expect("EXISTS");
+    assert_eq!(exists, 0, "its lease was released");
+
+    // Another instance takes the table once A's liveness is a TTL old (A
+    // could not even say it was gone), and the chips are all there.
+    let b = Server::start(config(&db, &env, "inst-b")).await;
+    let view = common::eventually_value(Duration::from_millis(TTL_MS + 3000), || async {
+        let v = b.table(&t).await;
+        (v["hosted_here"] == true).then_some(v)
+    })
+    .await
+    .expect("B hosts the table");
+    assert_eq!(view["state"], "open", "{view}");
+    assert_eq!(b.audit().await["delta"], 0);
 }

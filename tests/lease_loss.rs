@@ -42,7 +42,9 @@ async fn a_deleted_lease_key_is_reasserted_and_play_goes_on_without_a_freeze() {
     let server = Server::start(
         ServerConfig::new(&db, &env)
             .with_ttl_ms(ttl_ms)
-            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
+            .with_env("PITBOSS__WS__RATE_PER_SEC", "500")
+            .with_env("PITBOSS__WS__RATE_BURST", "1000"),
     )
     .await;
     let (t, tasks) = busy_table(&server).await;
@@ -221,6 +223,8 @@ async fn tables_pause_by_the_local_deadline_when_redis_hangs_and_resume_when_it_
             .with_redis(&redis.url())
             .with_ttl_ms(ttl_ms)
             .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
+            .with_env("PITBOSS__WS__RATE_PER_SEC", "500")
+            .with_env("PITBOSS__WS__RATE_BURST", "1000")
             .with_env("PITBOSS__REDIS__OP_TIMEOUT_MS", "300"),
     )
     .await;

@@ -191,6 +191,58 @@ async fn a_second_process_with_a_live_instance_id_refuses_to_start_and_the_first
 }
 
 #[tokio::test]
+async fn a_second_process_refuses_a_live_id_even_when_its_redis_has_no_registration() {
+    let db = test_db().await;
+    let env = unique_env();
+    let ttl_ms = 1500;
+    let cfg = ServerConfig::new(&db, &env)
+        .with_ttl_ms(ttl_ms)
+        .with_instance("inst-a");
+    let a = Server::start(cfg.clone()).await;
+    let t = play::new_table(&a).await;
+
+    // The second process sees a Redis that knows nothing (as after a Redis
+    // that lost its data): only the liveness Postgres recorded shows that
+    // a live process holds the id.
+    let empty = common::PrivateRedis::start().await;
+    let mut second = cfg.clone().with_redis(&empty.url()).command();
+    second
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || second.output())
+        .await
+        .expect("join")
+        .expect("run the second process");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    assert!(
+        lines[0].contains("instance id inst-a is in use by a live process"),
+        "{stderr}"
+    );
+    // It left nothing behind in the Redis it used.
+    let mut conn = common::redis_conn(&empty.url()).await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .expect("KEYS");
+    assert!(keys.is_empty(), "{keys:?}");
+
+    let v = a.table(&t).await;
+    assert_eq!(
+        (
+            v["hosted_here"].as_bool(),
+            v["fence"].as_u64(),
+            v["owner"].as_str()
+        ),
+        (Some(true), Some(1), Some("inst-a")),
+        "{v}"
+    );
+}
+
+#[tokio::test]
 async fn a_killed_process_restarted_with_its_id_retakes_its_tables_within_a_third_of_the_ttl_and_a_second(
 ) {
     let db = test_db().await;

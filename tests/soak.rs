@@ -307,6 +307,8 @@ async fn three_instances_under_a_seeded_mix_of_faults_keep_every_promise() {
             .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "2000")
             .with_env("PITBOSS__REDIS__OP_TIMEOUT_MS", "300")
             .with_env("PITBOSS__SHUTDOWN__DRAIN_TIMEOUT_MS", "2000")
+            .with_env("PITBOSS__WS__RATE_PER_SEC", "500")
+            .with_env("PITBOSS__WS__RATE_BURST", "1000")
     };
     let configs: HashMap<&str, ServerConfig> = INSTANCES.iter().map(|id| (*id, cfg(id))).collect();
     let fleet = Arc::new(Fleet::default());

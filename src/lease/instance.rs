@@ -78,6 +78,15 @@ pub struct Registration {
     beat: AtomicU64,
 }
 
+/// How a process came to hold its instance id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Nobody was registered under the id.
+    Free,
+    /// A holder was registered but did not refresh for a whole period.
+    TakenOver,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {
     #[error(
@@ -138,7 +147,12 @@ impl LeaseClient {
     /// Registers this process under its instance id, or refuses when a live
     /// process holds the id. A holder that does not refresh within one
     /// refresh period plus a second is gone, and its id is taken over.
-    pub async fn claim_instance(&self, me: &Registration) -> Result<(), ClaimError> {
+    ///
+    /// Answers whether the key was free from the start: then nothing in
+    /// Redis vouched for the id's last holder, and the caller should also
+    /// look at the liveness Postgres recorded (Redis may have lost the
+    /// registration), see [`Claim::Free`].
+    pub async fn claim_instance(&self, me: &Registration) -> Result<Claim, ClaimError> {
         let watch = self.ttl / 3 + Duration::from_secs(1);
         loop {
             let key = self.instance_key();
@@ -158,7 +172,7 @@ impl LeaseClient {
                 })
                 .await?;
             if set.is_some() {
-                return Ok(());
+                return Ok(Claim::Free);
             }
             let Some(seen) = self.get_instance().await? else {
                 continue;
@@ -184,7 +198,7 @@ impl LeaseClient {
                         .invoke(&TAKE_OVER, vec![self.instance_key()], args)
                         .await?;
                     if taken == 1 {
-                        return Ok(());
+                        return Ok(Claim::TakenOver);
                     }
                 }
                 // Expired or deleted meanwhile: try again from the top.

@@ -14,7 +14,7 @@ use redis::{ErrorKind, Pipeline, Script, Value};
 
 mod instance;
 
-pub use instance::{ClaimError, InstanceRecord, Registration};
+pub use instance::{Claim, ClaimError, InstanceRecord, Registration};
 
 use crate::types::{Fence, TableId};
 

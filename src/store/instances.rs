@@ -94,6 +94,16 @@ impl Store {
             .collect()
     }
 
+    /// What Postgres last recorded of one instance id: its incarnation,
+    /// address, and its last beat (Postgres' clock).
+    pub async fn instance_seen(
+        &self,
+        env: &str,
+        id: &str,
+    ) -> Result<Option<InstanceRow>, StoreError> {
+        Ok(self.instances(env).await?.into_iter().find(|i| i.id == id))
+    }
+
     /// Whether `owner` was seen alive within the owner timeout, by the
     /// instances of `table`'s environment. An owner that never beat (or
     /// said it was gone) is not alive.

@@ -188,7 +188,9 @@ impl Handler<Leave> for Table {
     }
 }
 
-/// Sent by the manager when the lease is gone, foreign, or past its deadline.
+/// Sent by the manager when the lease is held by someone else (a refused
+/// re-assert) or Postgres holds a newer fence (an operator's freeze, a newer
+/// owner's stamp).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Freeze {

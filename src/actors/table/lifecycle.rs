@@ -221,6 +221,33 @@ impl Table {
         }
     }
 
+    /// The manager gave the lease up: a refused re-assert freezes the copy
+    /// loudly; a forced release at shutdown (second signal, hard drain
+    /// deadline) only stops it, recording nothing, so the next owner revives
+    /// the table as Postgres left it instead of finding it frozen.
+    pub(super) fn on_revoked(&mut self, ctx: &mut Context<Self>) {
+        let _g = self.span.clone().entered();
+        if self.rt.is_draining() {
+            warn!(
+                event = "table_abandoned",
+                "lease released by a forced shutdown; stopping without a state write"
+            );
+            self.set_phase(Phase::Stopping);
+            for t in [
+                &mut self.action_timer,
+                &mut self.next_hand_timer,
+                &mut self.drain_timer,
+            ] {
+                Self::cancel(ctx, t);
+            }
+            self.dismiss_all(None);
+            ctx.stop();
+            return;
+        }
+        warn!(event = "lease_revoked", "the lease was given up; freezing");
+        self.freeze(FreezeReason::LeaseLost, ctx);
+    }
+
     /// Moves to `phase`, keeping the paused-tables gauge true.
     pub(super) fn set_phase(&mut self, phase: Phase) {
         match (
@@ -242,9 +269,7 @@ impl Table {
         let now = Instant::now();
         let live = !matches!(self.phase, Phase::Frozen(_) | Phase::Stopping);
         if live && self.clock.is_revoked() {
-            let _g = self.span.clone().entered();
-            warn!(event = "lease_revoked", "the lease was given up; freezing");
-            self.freeze(FreezeReason::LeaseLost, ctx);
+            self.on_revoked(ctx);
             return;
         }
         let leased = self.clock.is_valid(now);

@@ -332,8 +332,8 @@ impl Table {
                 self.freeze(FreezeReason::LeaseLost, ctx);
             }
             other if self.clock.is_revoked() => {
-                error!(error = %other, "boundary write failed and the lease was given up; freezing the table");
-                self.freeze(FreezeReason::LeaseLost, ctx);
+                error!(error = %other, "boundary write failed and the lease was given up");
+                self.on_revoked(ctx);
             }
             other => {
                 error!(error = %other, "boundary write failed; freezing the table");
@@ -379,7 +379,7 @@ impl Table {
         // while others might already consider this process gone.
         let now = Instant::now();
         if self.clock.is_revoked() {
-            self.freeze(FreezeReason::LeaseLost, ctx);
+            self.on_revoked(ctx);
             return;
         }
         if !self.clock.is_valid(now) || !self.rt.is_alive_on_record(now) {
