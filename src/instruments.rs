@@ -36,8 +36,9 @@ pub const ACQUIRE_RESULTS: &[&str] = &["acquired", "owned_elsewhere", "error"];
 /// `reason` of [`LEASES_LOST`].
 pub const LOSS_REASONS: &[&str] = &["gone", "foreign", "deadline"];
 /// `result` of [`LEASE_REASSERTS`]: the owner carried on, was refused (and
-/// froze its copy), or could not reach Redis or Postgres (and retries).
-pub const REASSERT_RESULTS: &[&str] = &["reasserted", "refused", "error"];
+/// froze its copy), found another holder in Redis that Postgres does not
+/// know yet (and waits), or could not reach Redis or Postgres (and retries).
+pub const REASSERT_RESULTS: &[&str] = &["reasserted", "refused", "contested", "error"];
 
 /// Describes every metric and exports each at 0. Call once, after the
 /// recorder is installed.

@@ -322,6 +322,7 @@ impl Application {
         .await?;
         let store = Store::connect_lazy(
             settings.database.url.expose_secret(),
+            settings.instance_id(),
             settings.database.max_connections,
             Duration::from_millis(settings.database.acquire_timeout_ms),
             Budgets {

@@ -191,8 +191,8 @@ fn unique_env_is_unique_and_well_formed() {
 
 #[test]
 fn contract_key_names() {
-    assert_eq!(lease_key("prod", "42"), "lease:table:prod:42");
-    assert_eq!(fence_key("prod", "42"), "fence:table:prod:42");
+    assert_eq!(lease_key("prod", "42"), "lease:table:prod:{42}");
+    assert_eq!(fence_key("prod", "42"), "fence:table:prod:{42}");
 }
 
 #[test]

@@ -13,35 +13,60 @@ use tokio_tungstenite::tungstenite::Message;
 
 const SECS: fn(u64) -> Duration = Duration::from_secs;
 
-/// Freezes `table` on `server` by losing its lease to another owner: the
-/// key is set to a foreign value for a moment, the owner's re-assert is
-/// refused, and its copy freezes (`lease_lost`). Returns once the foreign
-/// key has expired again, so the table can be disposed or recovered.
-async fn freeze(server: &Server, env: &str, table: &str) -> Value {
-    let mut redis = common::redis_conn(&common::shared_redis_url()).await;
-    let _: () = redis::cmd("SET")
-        .arg(lease_key(env, table))
-        .arg("inst-other|999999")
-        .arg("PX")
-        .arg(1500)
-        .query_async(&mut redis)
+/// Freezes `table` as an operator would, through the admin API.
+async fn freeze(server: &Server, table: &str) -> Value {
+    let (status, view) = server
+        .admin_post(
+            &format!("/admin/tables/{table}/freeze"),
+            json!({"reason": "operator"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["state"], "frozen", "{view}");
+    // The owner's copy stops at once; wait until it has.
+    common::eventually_value(SECS(5), || async {
+        let v = server.table(table).await;
+        (v["hosted_here"] == false).then_some(v)
+    })
+    .await
+    .expect("the owner's copy stopped")
+}
+
+/// Makes every hand write of the test database fail for good (a check no
+/// hand satisfies), so the next hand's end freezes its table with
+/// `store_error`; dropped again by [`allow_hands`].
+async fn refuse_hands(pool: &sqlx::PgPool) {
+    sqlx::query(
+        "ALTER TABLE hands ADD CONSTRAINT test_refuses_hands CHECK (hand_no < 0) NOT VALID",
+    )
+    .execute(pool)
+    .await
+    .expect("add the check");
+}
+
+async fn allow_hands(pool: &sqlx::PgPool) {
+    sqlx::query("ALTER TABLE hands DROP CONSTRAINT test_refuses_hands")
+        .execute(pool)
         .await
-        .expect("SET");
-    let view = wait_state(server, table, "frozen", SECS(5))
+        .expect("drop the check");
+}
+
+/// Two players at a new table of `server` play until its next hand's write
+/// fails for good and the table freezes with `store_error`.
+async fn freeze_by_store_error(server: &Server) -> (String, Value) {
+    let (t, alice, bob) = play::heads_up(server, 100).await;
+    let tasks = [
+        spawn_forever(alice, &t, Policy::CheckCall, SECS(10)),
+        spawn_forever(bob, &t, Policy::CheckCall, SECS(10)),
+    ];
+    let view = wait_state(server, &t, "frozen", SECS(10))
         .await
         .expect("the table froze");
-    assert_eq!(view["state_reason"], "lease_lost", "{view}");
-    let gone = common::eventually(SECS(3), Duration::from_millis(25), || async {
-        let exists: i64 = redis::cmd("EXISTS")
-            .arg(lease_key(env, table))
-            .query_async(&mut common::redis_conn(&common::shared_redis_url()).await)
-            .await
-            .expect("EXISTS");
-        exists == 0
-    })
-    .await;
-    assert!(gone, "the foreign lease expired");
-    view
+    assert_eq!(view["state_reason"], "store_error", "{view}");
+    for task in tasks {
+        task.await.expect("player");
+    }
+    (t, view)
 }
 
 #[tokio::test]
@@ -74,7 +99,7 @@ async fn disposing_a_frozen_table_returns_every_stack_to_its_wallet_with_delta_z
         "{body}"
     );
 
-    freeze(&server, &env, &t).await;
+    freeze(&server, &t).await;
 
     // While another live owner holds the lease, disposal is refused and
     // changes nothing.
@@ -144,7 +169,7 @@ async fn disposing_a_frozen_table_returns_every_stack_to_its_wallet_with_delta_z
         .filter_map(|e| e["to"].as_str())
         .collect();
     assert!(
-        path.ends_with(&["frozen", "frozen", "escape", "custody", "closed"]),
+        path.ends_with(&["frozen", "escape", "custody", "closed"]),
         "{path:?}"
     );
     for e in events["events"].as_array().expect("events") {
@@ -174,7 +199,7 @@ async fn recovering_a_frozen_table_hosts_it_again_under_a_higher_fence_with_its_
         spawn_forever(alice, &t, Policy::CheckCall, SECS(15)),
         spawn_forever(bob, &t, Policy::CheckCall, SECS(15)),
     ];
-    let frozen = freeze(&server, &env, &t).await;
+    let frozen = freeze(&server, &t).await;
     for task in tasks {
         task.await.expect("player");
     }
@@ -222,8 +247,9 @@ async fn automatic_recovery_is_off_by_default_and_recovers_after_the_cooldown_wh
     let db = test_db().await;
     let env = unique_env();
     let loud = Server::start(ServerConfig::new(&db, &env).with_instance("inst-loud")).await;
-    let t1 = play::new_table(&loud).await;
-    freeze(&loud, &env, &t1).await;
+    let pool = db.pool().await;
+    refuse_hands(&pool).await;
+    let (t1, _) = freeze_by_store_error(&loud).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
         loud.table(&t1).await["state"],
@@ -239,8 +265,7 @@ async fn automatic_recovery_is_off_by_default_and_recovers_after_the_cooldown_wh
             .with_env("PITBOSS__TABLE__AUTO_RECOVER_AFTER_MS", "300"),
     )
     .await;
-    let t2 = play::new_table(&auto).await;
-    let frozen = freeze(&auto, &env2, &t2).await;
+    let (t2, frozen) = freeze_by_store_error(&auto).await;
     // Another owner holds the lease for a second: the first attempts are
     // refused and retried until it lapses.
     let mut redis = common::redis_conn(&common::shared_redis_url()).await;
@@ -252,6 +277,7 @@ async fn automatic_recovery_is_off_by_default_and_recovers_after_the_cooldown_wh
         .query_async(&mut redis)
         .await
         .expect("SET");
+    allow_hands(&pool).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
         auto.table(&t2).await["state"],

@@ -19,8 +19,14 @@ use pitboss::types::{Fence, FreezeReason, StateReason, TableId, TableState};
 
 async fn fresh_store() -> (common::TestDb, Store) {
     let db = common::test_db().await;
-    let store =
-        Store::connect_lazy(&db.url, 5, Duration::from_secs(5), Budgets::default()).expect("store");
+    let store = Store::connect_lazy(
+        &db.url,
+        "store-test",
+        5,
+        Duration::from_secs(5),
+        Budgets::default(),
+    )
+    .expect("store");
     store.migrate().await.expect("migrate the test database");
     (db, store)
 }

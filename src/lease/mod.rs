@@ -1,10 +1,12 @@
 //! Per-table ownership leases in Redis.
 //!
-//! `lease:table:{env}:{id}` holds `owner|fence` with a PX TTL and
-//! `fence:table:{env}:{id}` is a counter that never expires. Every operation
-//! is one Lua script per key, and the batched ones (renew, release) go out
-//! as one pipeline: one round trip, and still valid on Redis Cluster because
-//! each script touches one table's keys only.
+//! `lease:table:<env>:{<id>}` holds `owner|fence` with a PX TTL and
+//! `fence:table:<env>:{<id>}` is a counter that never expires. The braces
+//! are literal: they are the Redis Cluster hash tag, so a table's two keys
+//! share a slot and one script may touch both. Every operation is one Lua
+//! script per table, touching that table's keys only (one slot), and the
+//! batched ones (renew, release) go out as one pipeline: one round trip.
+//! This client speaks to one Redis node.
 
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
@@ -115,11 +117,11 @@ impl LeaseClient {
     }
 
     pub fn lease_key(&self, table: &TableId) -> String {
-        format!("lease:table:{}:{}", self.env, table)
+        format!("lease:table:{}:{{{}}}", self.env, table)
     }
 
     pub fn fence_key(&self, table: &TableId) -> String {
-        format!("fence:table:{}:{}", self.env, table)
+        format!("fence:table:{}:{{{}}}", self.env, table)
     }
 
     fn value(&self, fence: Fence) -> String {

@@ -233,21 +233,30 @@ pub struct Store {
 }
 
 impl Store {
+    /// A pool that connects on first use. Every connection carries the
+    /// budgets and `application_name` (the instance id), so an operator's
+    /// `pg_stat_activity` shows which process holds what. TLS follows the
+    /// URL's `sslmode` (`require`, `verify-ca`, `verify-full`, with
+    /// `sslrootcert` for a private CA).
     pub fn connect_lazy(
         url: &str,
+        application_name: &str,
         max_connections: u32,
         acquire_timeout: Duration,
         budgets: Budgets,
     ) -> Result<Store, StoreError> {
         let ms = |d: Duration| d.as_millis().to_string();
-        let options = url.parse::<PgConnectOptions>()?.options([
-            ("statement_timeout", ms(budgets.statement)),
-            ("lock_timeout", ms(budgets.lock)),
-            (
-                "idle_in_transaction_session_timeout",
-                ms(budgets.idle_in_transaction),
-            ),
-        ]);
+        let options = url
+            .parse::<PgConnectOptions>()?
+            .application_name(application_name)
+            .options([
+                ("statement_timeout", ms(budgets.statement)),
+                ("lock_timeout", ms(budgets.lock)),
+                (
+                    "idle_in_transaction_session_timeout",
+                    ms(budgets.idle_in_transaction),
+                ),
+            ]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(acquire_timeout)

@@ -20,14 +20,15 @@ pub fn unique_env() -> String {
     format!("t_{}", &id[..8])
 }
 
-/// `lease:table:{env}:{id}`, as the contract names it.
+/// `lease:table:<env>:{<id>}`, as the contract names it (the braces are
+/// the Redis Cluster hash tag).
 pub fn lease_key(env: &str, table: &str) -> String {
-    format!("lease:table:{env}:{table}")
+    format!("lease:table:{env}:{{{table}}}")
 }
 
-/// `fence:table:{env}:{id}`, as the contract names it.
+/// `fence:table:<env>:{<id>}`, as the contract names it.
 pub fn fence_key(env: &str, table: &str) -> String {
-    format!("fence:table:{env}:{table}")
+    format!("fence:table:{env}:{{{table}}}")
 }
 
 fn free_port() -> u16 {

@@ -237,6 +237,9 @@ pub enum RefenceOutcome {
     Reasserted,
     /// Someone stamped or froze the table in between: its copy froze.
     Refused,
+    /// Redis names another holder that Postgres does not know yet: nothing
+    /// changed; asked again later (never answered by the table itself).
+    Contested,
     /// Postgres could not be reached; nothing changed, try again later.
     Failed,
 }

@@ -88,7 +88,11 @@ impl Handler<TableStopped> for TableManager {
         }
         self.update_gauge();
         let cooldown = self.rt.settings.table.auto_recover_after_ms;
-        if msg.frozen == Some(FreezeReason::LeaseLost) && cooldown > 0 && self.drain.is_none() {
+        let recoverable = matches!(
+            msg.frozen,
+            Some(FreezeReason::LeaseLost | FreezeReason::StoreError)
+        );
+        if recoverable && cooldown > 0 && self.drain.is_none() {
             // Opt-in: by default a freeze stays loud and waits for an operator.
             info!(table_id = %msg.table, cooldown_ms = cooldown, "automatic recovery scheduled");
             self.auto_recover(msg.table.clone(), Duration::from_millis(cooldown), ctx);

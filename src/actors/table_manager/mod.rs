@@ -212,10 +212,11 @@ impl TableManager {
     /// found holding another value, or could not be proven (I4): acquire
     /// above the table's own fence, then the table moves Postgres to the new
     /// fence only if Postgres still holds its own. Success: the table
-    /// carries on, the hand in progress included. Refused (another owner
-    /// holds the lease, or stamped Postgres): its copy freezes. Redis or
-    /// Postgres unreachable: nothing changes, and the next renew or the
-    /// paused table asks again.
+    /// carries on, the hand in progress included. Refused (Postgres holds
+    /// another fence): its copy freezes. Contested (Redis names another
+    /// holder that has not stamped Postgres yet) or Redis/Postgres
+    /// unreachable: nothing changes, the table stays paused once its deadline
+    /// passes, and the next renew or the paused table asks again.
     fn reassert(&mut self, table: TableId, ctx: &mut Context<Self>) {
         let Some(h) = self.hosted.get_mut(&table).filter(|h| !h.reasserting) else {
             return;
@@ -233,9 +234,13 @@ impl TableManager {
                         .unwrap_or(RefenceOutcome::Refused);
                     (outcome, Some((new, sent)))
                 }
+                // Redis names another holder, but Postgres decides: until
+                // that owner stamps, the table is still this one's (its
+                // takeover may yet be refused), so it stays paused and asks
+                // again; once it stamps, the fence check stops this copy.
                 Err(LeaseError::OwnedElsewhere { owner, .. }) => {
-                    warn!(table_id = %key, owner = %owner, "the lease is held by another owner; cannot re-assert");
-                    (RefenceOutcome::Refused, None)
+                    warn!(event = "reassert_contested", table_id = %key, owner = %owner, "the lease is held by another owner; waiting for Postgres to tell who owns the table");
+                    (RefenceOutcome::Contested, None)
                 }
                 Err(e) => {
                     warn!(table_id = %key, error = %e, "could not re-assert the lease; will try again");
@@ -247,6 +252,7 @@ impl TableManager {
             let label = match outcome {
                 RefenceOutcome::Reasserted => "reasserted",
                 RefenceOutcome::Refused => "refused",
+                RefenceOutcome::Contested => "contested",
                 RefenceOutcome::Failed => "error",
             };
             metrics::counter!(instruments::LEASE_REASSERTS, "result" => label).increment(1);
@@ -258,7 +264,9 @@ impl TableManager {
                     h.reasserting = false;
                     info!(event = "lease_reasserted", table_id = %table, fence = new.0, "lease re-asserted");
                 }
-                (Some(h), RefenceOutcome::Failed, _) => h.reasserting = false,
+                (Some(h), RefenceOutcome::Failed | RefenceOutcome::Contested, _) => {
+                    h.reasserting = false
+                }
                 (hosted, _, taken) => {
                     // Refused, or the table stopped meanwhile: its copy
                     // stops, and a lease taken for it goes back.
