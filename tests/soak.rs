@@ -8,8 +8,9 @@
 //! and the stale writes that were refused (counted, more than none).
 //!
 //! Run by `scripts/test.sh` after the suite (it is `#[ignore]`d there so it
-//! never shares the two cores with other tests). `PITBOSS_SOAK_SEED` replays
-//! a schedule; `PITBOSS_SOAK_SECS` sets its length (default 60).
+//! never shares the two cores with other tests). The schedule is fixed by
+//! default; `PITBOSS_SOAK_SEED` replays another (`random` draws one), and
+//! `PITBOSS_SOAK_SECS` sets its length (default 60).
 
 mod common;
 mod play;
@@ -29,6 +30,10 @@ use common::{lease_key, mint_token, test_db, unique_env, PrivateRedis, Server, S
 use play::choose;
 
 const TTL_MS: u64 = 1500;
+/// Every kind of fault within the minute, a stop past the takeover bound
+/// among them (the schedule that first caught a woken owner recording a
+/// freeze for a takeover that was then refused).
+const DEFAULT_SEED: u64 = 17578144773076473364;
 const INSTANCES: [&str; 3] = ["inst-a", "inst-b", "inst-c"];
 const TABLES_PER_INSTANCE: usize = 4;
 
@@ -283,10 +288,13 @@ fn dealt_lines(server: &Server) -> Vec<Dealt> {
 #[tokio::test]
 #[ignore = "soak: run on its own by scripts/test.sh after the suite"]
 async fn three_instances_under_a_seeded_mix_of_faults_keep_every_promise() {
-    let seed: u64 = std::env::var("PITBOSS_SOAK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::thread_rng().gen());
+    // A fixed schedule by default, so a run is repeatable (its timing is
+    // not); `PITBOSS_SOAK_SEED=random` draws a new one, a number replays it.
+    let seed: u64 = match std::env::var("PITBOSS_SOAK_SEED").ok().as_deref() {
+        Some("random") => rand::thread_rng().gen(),
+        Some(s) => s.parse().expect("PITBOSS_SOAK_SEED: a number or `random`"),
+        None => DEFAULT_SEED,
+    };
     let soak_secs: f64 = std::env::var("PITBOSS_SOAK_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
