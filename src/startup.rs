@@ -131,9 +131,10 @@ fn postgres_attempt(e: sqlx::Error) -> Attempt {
 
 /// Waits until Postgres accepts a connection (Postgres may still be starting
 /// when pitboss does: compose, CI), within `database.connect_timeout_ms`.
-async fn wait_for_postgres(url: &str, budget: Duration) -> anyhow::Result<()> {
+async fn wait_for_postgres(url: &str, name: &str, budget: Duration) -> anyhow::Result<()> {
     let options = PgConnectOptions::from_str(url)
-        .map_err(|e| anyhow::anyhow!("database.url is not a Postgres URL: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("database.url is not a Postgres URL: {e}"))?
+        .application_name(name);
     let what = format!(
         "Postgres {}:{}/{}",
         options.get_host(),
@@ -183,7 +184,14 @@ fn redis_attempt(e: LeaseError) -> Attempt {
 /// connection attempt is bounded by `redis.op_timeout_ms`.
 async fn connect_redis(settings: &Settings) -> anyhow::Result<LeaseClient> {
     let url = settings.redis.url.expose_secret();
-    let client = redis::Client::open(url)
+    let ca = match &settings.redis.tls_ca_file {
+        Some(path) => Some(
+            std::fs::read(path)
+                .with_context(|| format!("redis.tls_ca_file: could not read {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let client = crate::lease::client(url, ca)
         .map_err(|e| anyhow::anyhow!("redis.url is not a Redis URL: {e}"))?;
     let what = format!("Redis {}", client.get_connection_info().addr);
     let op_timeout = Duration::from_millis(settings.redis.op_timeout_ms);
@@ -203,8 +211,8 @@ async fn connect_redis(settings: &Settings) -> anyhow::Result<LeaseClient> {
                     .get_multiplexed_async_connection()
                     .await
                     .map_err(|e| redis_attempt(LeaseError::Redis(e)))?;
-                LeaseClient::connect(
-                    url,
+                LeaseClient::connect_with(
+                    client,
                     &settings.instance.environment,
                     settings.instance_id(),
                     settings.lease_ttl(),
@@ -317,6 +325,7 @@ impl Application {
 
         wait_for_postgres(
             settings.database.url.expose_secret(),
+            settings.instance_id(),
             Duration::from_millis(settings.database.connect_timeout_ms),
         )
         .await?;

@@ -370,3 +370,94 @@ async fn a_table_released_by_idle_eviction_does_not_freeze_and_is_hosted_again_o
         .any(|e| e["to"] == "open" && e["reason"] == "revived" && e["fence"] == 2);
     assert!(revived, "{events}");
 }
+
+#[tokio::test]
+async fn a_foreign_value_in_the_lease_key_pauses_the_table_until_it_lapses_and_freezes_nothing() {
+    let db = test_db().await;
+    let env = unique_env();
+    let ttl_ms = 1500;
+    let server = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_ttl_ms(ttl_ms)
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
+            .with_env("PITBOSS__WS__RATE_PER_SEC", "500")
+            .with_env("PITBOSS__WS__RATE_BURST", "1000"),
+    )
+    .await;
+    let (t, tasks) = busy_table(&server).await;
+    let fence = server.table(&t).await["fence"].as_u64().expect("fence");
+
+    // Redis names another holder for 3 s, but Postgres never hears of it:
+    // the owner may not deal (it cannot prove its lease), yet nothing shows
+    // that anyone else owns the table.
+    let mut redis = common::redis_conn(&common::shared_redis_url()).await;
+    let _: () = redis::cmd("SET")
+        .arg(lease_key(&env, &t))
+        .arg("inst-other|999999")
+        .arg("PX")
+        .arg(3000)
+        .query_async(&mut redis)
+        .await
+        .expect("SET");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let view = server.table(&t).await;
+    assert_eq!(view["state"], "open", "not frozen: {view}");
+    let hand_while_contested = view["hand_no"].clone();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        server.table(&t).await["hand_no"],
+        hand_while_contested,
+        "no hand is recorded while the lease is contested"
+    );
+    // Once the foreign value lapses, the owner re-asserts and plays on.
+    let view = common::eventually_value(Duration::from_secs(5), || async {
+        let v = server.table(&t).await;
+        (v["fence"].as_u64() > Some(fence) && v["hand_no"].as_u64() > hand_while_contested.as_u64())
+            .then_some(v)
+    })
+    .await
+    .expect("re-asserted and dealing again");
+    assert_eq!(view["hosted_here"], true, "{view}");
+    let (_, text) = server.get("/metrics").await;
+    assert!(
+        metric(
+            &text,
+            r#"pitboss_lease_reasserts_total{result="contested"}"#
+        ) >= 1.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, r#"pitboss_lease_reasserts_total{result="refused"}"#),
+        0.0,
+        "{text}"
+    );
+    let (_, events) = server.admin_get(&format!("/admin/tables/{t}/events")).await;
+    assert!(
+        !events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .any(|e| e["to"] == "frozen"),
+        "{events}"
+    );
+    assert_eq!(server.audit().await["delta"], 0);
+    drop(server);
+    for task in tasks {
+        let p = task.await.expect("player task");
+        let seen = &p.client.seen;
+        assert!(
+            !seen.iter().any(|v| v["type"] == "frozen"),
+            "{}: never frozen",
+            p.name
+        );
+        let paused = seen
+            .iter()
+            .position(|v| v["type"] == "paused")
+            .unwrap_or_else(|| panic!("{} was told paused", p.name));
+        assert!(
+            seen[paused..].iter().any(|v| v["type"] == "resumed"),
+            "{} was told resumed",
+            p.name
+        );
+    }
+}

@@ -109,6 +109,11 @@ pub struct RedisSettings {
     configured_op_timeout_ms: Option<u64>,
     /// How long `serve` keeps trying to reach Redis at start.
     pub connect_timeout_ms: u64,
+    /// A PEM file of the CA that signed the Redis server's certificate, for
+    /// `rediss://` URLs to a server whose CA is not a public one. Unset:
+    /// the system's trust store.
+    #[serde(default)]
+    pub tls_ca_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

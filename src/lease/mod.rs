@@ -26,6 +26,22 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("ac
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("renew.lua")));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("release.lua")));
 
+/// A Redis client for `url`: `rediss://` speaks TLS (rustls), verified
+/// against `ca_pem` when given (a private CA), else the system's trust
+/// store.
+pub fn client(url: &str, ca_pem: Option<Vec<u8>>) -> Result<redis::Client, LeaseError> {
+    match ca_pem {
+        None => Ok(redis::Client::open(url)?),
+        Some(root) => Ok(redis::Client::build_with_tls(
+            url,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root),
+            },
+        )?),
+    }
+}
+
 /// The longest pause between two attempts of one reconnect, in ms.
 const RECONNECT_DELAY_MAX_MS: u64 = 100;
 
@@ -85,6 +101,18 @@ impl LeaseClient {
         op_timeout: Duration,
     ) -> Result<LeaseClient, LeaseError> {
         let client = redis::Client::open(url)?;
+        LeaseClient::connect_with(client, env, owner, ttl, op_timeout).await
+    }
+
+    /// Like [`LeaseClient::connect`], with a client already built (TLS with
+    /// a private CA: see [`client`]).
+    pub async fn connect_with(
+        client: redis::Client,
+        env: &str,
+        owner: &str,
+        ttl: Duration,
+        op_timeout: Duration,
+    ) -> Result<LeaseClient, LeaseError> {
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(op_timeout)
             .set_response_timeout(op_timeout)

@@ -165,7 +165,9 @@ impl Handler<RenewReport> for TableManager {
                 RenewOutcome::Gone | RenewOutcome::Foreign => {
                     // Loud, but not final: the owner takes the lease again
                     // if nobody else holds it and Postgres still holds its
-                    // fence; otherwise the re-assert freezes the copy.
+                    // fence. Another holder in Redis is contested until
+                    // Postgres shows its stamp; only Postgres moving on
+                    // freezes the copy.
                     metrics::counter!(instruments::LEASES_LOST, "reason" => outcome.label())
                         .increment(1);
                     warn!(

@@ -187,7 +187,8 @@ impl TableManager {
         }));
     }
 
-    /// Recovers a table frozen by a lost lease after `cooldown`, trying
+    /// Recovers a table frozen by a lost lease or a permanent store error
+    /// (opt-in, `table.auto_recover_after_ms`) after `cooldown`, trying
     /// again while its lease is held elsewhere or Redis/Postgres cannot be
     /// reached; gives up when the table is no longer frozen.
     fn auto_recover(&mut self, table: TableId, cooldown: Duration, ctx: &mut Context<Self>) {
