@@ -277,3 +277,70 @@ async fn a_killed_process_restarted_with_its_id_retakes_its_tables_within_a_thir
         "re-took its table {took:?} after the restart"
     );
 }
+
+#[tokio::test]
+async fn every_instance_lists_the_live_instances_with_their_tables_and_a_killed_one_drops_out() {
+    let db = test_db().await;
+    let env = unique_env();
+    let ttl_ms = 1500;
+    let cfg = ServerConfig::new(&db, &env).with_ttl_ms(ttl_ms);
+    let a = Server::start(cfg.clone().with_instance("inst-a")).await;
+    let b = Server::start(cfg.with_instance("inst-b")).await;
+    for _ in 0..2 {
+        play::new_table(&a).await;
+    }
+    play::new_table(&b).await;
+
+    let listed = |v: &Value| -> Vec<(String, u64, String)> {
+        let mut out: Vec<(String, u64, String)> = v["instances"]
+            .as_array()
+            .expect("instances")
+            .iter()
+            .map(|i| {
+                (
+                    i["id"].as_str().expect("id").to_string(),
+                    i["tables"].as_u64().expect("tables"),
+                    i["advertise_url"]
+                        .as_str()
+                        .expect("advertise_url")
+                        .to_string(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    for server in [&a, &b] {
+        let (status, v) = server.admin_get("/admin/instances").await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(
+            listed(&v),
+            vec![
+                ("inst-a".to_string(), 2, a.http.clone()),
+                ("inst-b".to_string(), 1, b.http.clone()),
+            ],
+            "{v}"
+        );
+        for i in v["instances"].as_array().expect("instances") {
+            assert_eq!(i["draining"], false, "{i}");
+            assert!(i["last_seen"].is_string(), "{i}");
+            assert_eq!(i["here"], i["id"] == server.cfg.instance_id.as_str(), "{i}");
+        }
+    }
+    let (status, _) = a.get("/admin/instances").await;
+    assert_eq!(status, 401, "operators only");
+
+    // A killed instance stops beating and drops out after one TTL.
+    b.sigkill();
+    b.wait_exit(Duration::from_secs(5)).await.expect("b exited");
+    let gone = common::eventually(
+        Duration::from_millis(ttl_ms + 2000),
+        Duration::from_millis(100),
+        || async {
+            let (_, v) = a.admin_get("/admin/instances").await;
+            listed(&v).iter().all(|(id, _, _)| id != "inst-b")
+        },
+    )
+    .await;
+    assert!(gone, "inst-b is no longer listed");
+}

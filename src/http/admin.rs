@@ -29,6 +29,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/players/{player}/grant", web::post().to(grant))
         .route("/players/{player}/token", web::post().to(player_token))
         .route("/players/{player}", web::get().to(player))
+        .route("/instances", web::get().to(instances))
         .route("/audit", web::get().to(audit));
 }
 
@@ -429,6 +430,36 @@ async fn player_token(
         "token": token,
         "expires_at": expires_at(now),
     })))
+}
+
+/// The live instances of the environment (seen within one lease TTL), from
+/// Postgres, with how many open tables each owns there.
+async fn instances(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let env = state.rt.environment();
+    let rows = state.rt.store.instances(env).await.map_err(store_error)?;
+    let counts = state
+        .rt
+        .store
+        .owned_counts(env)
+        .await
+        .map_err(store_error)?;
+    let live: Vec<Value> = rows
+        .into_iter()
+        .filter(|i| i.live)
+        .map(|i| {
+            json!({
+                "id": i.id,
+                "advertise_url": i.advertise_url,
+                "incarnation": i.incarnation,
+                "tables": counts.get(&i.id).copied().unwrap_or(0),
+                "draining": i.draining,
+                "started_at": i.started_at,
+                "last_seen": i.last_seen,
+                "here": i.id == state.rt.instance_id(),
+            })
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({ "instances": live })))
 }
 
 async fn audit(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {

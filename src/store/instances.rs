@@ -94,6 +94,25 @@ impl Store {
             .collect()
     }
 
+    /// How many open or draining tables of the environment each owner
+    /// holds, as Postgres records it.
+    pub async fn owned_counts(
+        &self,
+        env: &str,
+    ) -> Result<std::collections::HashMap<String, i64>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT owner_instance, COUNT(*) AS n FROM tables \
+             WHERE environment = $1 AND state IN ('open', 'draining') AND owner_instance IS NOT NULL \
+             GROUP BY owner_instance",
+        )
+        .bind(env)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("owner_instance")?, r.try_get("n")?)))
+            .collect()
+    }
+
     /// What Postgres last recorded of one instance id: its incarnation,
     /// address, and its last beat (Postgres' clock).
     pub async fn instance_seen(
