@@ -30,6 +30,7 @@ pub const TABLE_PAUSES: &str = "pitboss_table_pauses_total";
 pub const TABLES_PAUSED: &str = "pitboss_tables_paused";
 pub const STORE_WRITE_RETRIES: &str = "pitboss_store_write_retries_total";
 pub const LIVENESS_ERRORS: &str = "pitboss_liveness_errors_total";
+pub const REVIVE_CANDIDATES: &str = "pitboss_revive_candidates";
 
 /// `result` of [`LEASE_ACQUIRES`].
 pub const ACQUIRE_RESULTS: &[&str] = &["acquired", "owned_elsewhere", "error"];
@@ -93,6 +94,10 @@ pub fn register() {
         LIVENESS_ERRORS,
         "beats whose liveness record in Postgres failed"
     );
+    describe_gauge!(
+        REVIVE_CANDIDATES,
+        "tables the last revive scan found that may need an owner (released by a drain, left by an earlier process of this id, or owned by an instance unseen for a TTL)"
+    );
     describe_gauge!(WS_CONNECTIONS, "open WebSocket connections");
     describe_counter!(
         WS_FRAMES_IN,
@@ -111,6 +116,7 @@ pub fn register() {
         SECONDS_SINCE_LAST_RENEW,
         WS_CONNECTIONS,
         TABLES_PAUSED,
+        REVIVE_CANDIDATES,
     ] {
         metrics::gauge!(gauge).set(0.0);
     }

@@ -344,6 +344,15 @@ impl Application {
         )
         .context("database url")?
         .with_owner_timeout(settings.lease_ttl());
+        // Known before any table is taken: every stamp carries it.
+        let registration = Registration::new(
+            settings
+                .instance
+                .advertise_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{addr}")),
+        );
+        let store = store.with_incarnation(registration.incarnation());
         store
             .migrate()
             .await
@@ -352,12 +361,6 @@ impl Application {
         let lease = connect_redis(&settings).await?;
         // I12: one live process per instance id, checked before any table
         // could be taken.
-        let advertise_url = settings
-            .instance
-            .advertise_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{addr}"));
-        let registration = Registration::new(advertise_url);
         info!(
             instance = settings.instance_id(),
             incarnation = registration.incarnation(),

@@ -344,3 +344,47 @@ async fn every_instance_lists_the_live_instances_with_their_tables_and_a_killed_
     .await;
     assert!(gone, "inst-b is no longer listed");
 }
+
+#[tokio::test]
+async fn the_revive_scan_does_not_look_at_tables_that_are_hosted_but_finds_a_killed_owners() {
+    let db = test_db().await;
+    let env = unique_env();
+    let ttl_ms = 1500;
+    let cfg = ServerConfig::new(&db, &env).with_ttl_ms(ttl_ms);
+    let a = Server::start(cfg.clone().with_instance("inst-a")).await;
+    let b = Server::start(cfg.with_instance("inst-b")).await;
+    for _ in 0..4 {
+        play::new_table(&a).await;
+    }
+    let t = play::new_table(&b).await;
+    async fn candidates(server: &Server) -> f64 {
+        let (_, text) = server.get("/metrics").await;
+        metric(&text, "pitboss_revive_candidates")
+    }
+    // Several scans later, with five tables hosted between them: nothing
+    // to look at.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(candidates(&a).await, 0.0);
+    assert_eq!(candidates(&b).await, 0.0);
+
+    // B is killed: one TTL after its last beat its table is a candidate,
+    // and A takes it.
+    b.sigkill();
+    b.wait_exit(Duration::from_secs(5)).await.expect("b exited");
+    let taken = common::eventually(
+        Duration::from_millis(2 * ttl_ms + 2000),
+        Duration::from_millis(50),
+        || async { a.table(&t).await["hosted_here"] == true },
+    )
+    .await;
+    assert!(taken, "A hosts the killed owner's table");
+    let events = a.admin_get(&format!("/admin/tables/{t}/events")).await.1;
+    assert!(
+        events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .any(|e| e["reason"] == "taken_over" && e["owner"] == "inst-a"),
+        "{events}"
+    );
+}

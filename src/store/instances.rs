@@ -49,8 +49,9 @@ impl Store {
         Ok(())
     }
 
-    /// A process that has released everything says it is gone, so nobody
-    /// waits a TTL for it.
+    /// A process that has stopped says it is gone, so nobody waits a TTL
+    /// for it: its row stays (the revive scan finds a gone owner's tables
+    /// through it) with a beat that is never recent.
     pub async fn forget_instance(
         &self,
         env: &str,
@@ -58,7 +59,8 @@ impl Store {
         incarnation: &str,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "DELETE FROM instances WHERE environment = $1 AND id = $2 AND incarnation = $3",
+            "UPDATE instances SET last_seen = 'epoch', draining = true \
+             WHERE environment = $1 AND id = $2 AND incarnation = $3",
         )
         .bind(env)
         .bind(id)

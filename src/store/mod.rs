@@ -230,6 +230,10 @@ pub struct Store {
     /// How long an owner must have been unseen before its open tables may
     /// be taken: one lease TTL.
     owner_timeout: Duration,
+    /// This process's incarnation, stamped on the tables it takes, so its
+    /// revive scan can tell its own hosted tables from those an earlier
+    /// process of its id left behind.
+    incarnation: Option<String>,
 }
 
 impl Store {
@@ -264,7 +268,14 @@ impl Store {
         Ok(Store {
             pool,
             owner_timeout: Duration::from_secs(15),
+            incarnation: None,
         })
+    }
+
+    /// Sets the incarnation this process stamps on the tables it takes.
+    pub fn with_incarnation(mut self, incarnation: &str) -> Store {
+        self.incarnation = Some(incarnation.to_string());
+        self
     }
 
     /// Sets how long an owner must have been unseen before another

@@ -69,19 +69,28 @@ impl Store {
     /// or its owner has not been seen alive for a TTL (the takeover rule);
     /// a live owner whose lease key vanished re-asserts it instead.
     pub async fn revivable(&self, env: &str, me: &str) -> Result<Vec<TableId>, StoreError> {
+        // Three index probes, so a scan costs what may need an owner and
+        // not what is hosted: tables released by a drain; this id's own
+        // open tables stamped by an earlier incarnation (a restart); open
+        // tables of owners unseen for a TTL (driven from `instances`).
         let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT t.id FROM tables t \
-             LEFT JOIN instances i ON i.environment = t.environment AND i.id = t.owner_instance \
-             WHERE t.environment = $1 \
-             AND ((t.state IN ('open', 'draining') \
-                   AND (t.owner_instance IS NULL OR t.owner_instance = $2 \
-                        OR i.last_seen IS NULL OR now() - i.last_seen >= $3)) \
-                  OR (t.state = 'released' AND t.state_reason = 'shutdown')) \
-             ORDER BY t.id",
+            "SELECT id FROM tables \
+             WHERE environment = $1 AND state = 'released' AND state_reason = 'shutdown' \
+             UNION \
+             SELECT id FROM tables \
+             WHERE environment = $1 AND state IN ('open', 'draining') AND owner_instance = $2 \
+               AND owner_incarnation IS DISTINCT FROM $4 \
+             UNION \
+             SELECT t.id FROM instances i \
+             JOIN tables t ON t.environment = i.environment AND t.owner_instance = i.id \
+               AND t.state IN ('open', 'draining') \
+             WHERE i.environment = $1 AND i.id <> $2 AND i.last_seen <= now() - $3::interval \
+             ORDER BY 1",
         )
         .bind(env)
         .bind(me)
         .bind(self.owner_timeout)
+        .bind(self.incarnation.as_deref())
         .fetch_all(&self.pool)
         .await?;
         Ok(ids.iter().filter_map(|s| TableId::parse(s)).collect())
@@ -138,13 +147,15 @@ impl Store {
         let row = sqlx::query(&format!(
             "UPDATE tables SET owner_fencing_token = $2, owner_instance = $3, updated_at = now(), \
              state = CASE WHEN $4 THEN 'open' ELSE state END, \
-             state_reason = CASE WHEN $4 THEN NULL ELSE state_reason END \
+             state_reason = CASE WHEN $4 THEN NULL ELSE state_reason END, \
+             owner_incarnation = $5 \
              WHERE id = $1 AND owner_fencing_token < $2 RETURNING {TABLE_COLUMNS}"
         ))
         .bind(id.as_str())
         .bind(fence.as_db())
         .bind(owner)
         .bind(reopen)
+        .bind(self.incarnation.as_deref())
         .fetch_one(&mut *tx)
         .await?;
         let reason = match (reopen, recover) {

@@ -335,10 +335,12 @@ impl TableManager {
         Ok(addr)
     }
 
-    /// Hosts every table of the environment that should be hosted and whose
-    /// lease is free or ours. Runs at boot and then every 250–500 ms, so a
-    /// draining predecessor's tables are picked up within a second of their
-    /// release.
+    /// Hosts every table of the environment that may need an owner (see
+    /// `Store::revivable`) and whose lease is free or ours. Runs at boot and
+    /// then every 250–500 ms, so a draining predecessor's tables are picked
+    /// up within a second of their release; a scan costs one indexed query
+    /// and, only for its candidates, one pipelined GET each, whatever the
+    /// number of tables hosted.
     fn scan(&mut self, ctx: &mut Context<Self>) {
         if self.scanning || self.drain.is_some() {
             return;
@@ -350,6 +352,7 @@ impl TableManager {
                 .store
                 .revivable(rt.environment(), rt.instance_id())
                 .await?;
+            metrics::gauge!(instruments::REVIVE_CANDIDATES).set(ids.len() as f64);
             let free = rt
                 .lease
                 .claimable(&ids)
