@@ -60,6 +60,35 @@ async fn hand_no(server: &Server, table: &str) -> u64 {
     server.table(table).await["hand_no"].as_u64().unwrap_or(0)
 }
 
+/// Whether `table` records two more hands at `server` within `within`.
+async fn plays_on(server: &Server, table: &str, within: Duration) -> bool {
+    let from = hand_no(server, table).await;
+    common::eventually(within, Duration::from_millis(50), || async {
+        hand_no(server, table).await > from + 1
+    })
+    .await
+}
+
+/// Postgres stops letting anyone into the test database and cuts every
+/// connection it has: to pitboss, its pool can no longer get one.
+async fn refuse_connections(admin: &PgPool, db: &common::TestDb) {
+    let refuse = format!(
+        "ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS false",
+        db.name
+    );
+    sqlx::query(&refuse).execute(admin).await.expect("refuse");
+    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+        .bind(&db.name)
+        .execute(admin)
+        .await
+        .expect("terminate");
+}
+
+async fn allow_connections(admin: &PgPool, db: &common::TestDb) {
+    let allow = format!("ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS true", db.name);
+    sqlx::query(&allow).execute(admin).await.expect("allow");
+}
+
 /// Every hand Postgres recorded for the table: hand number → (fence, the
 /// stacks it ended with).
 async fn recorded_hands(pool: &PgPool, table: &str) -> HashMap<u64, (i64, HashMap<u64, u64>)> {
@@ -180,14 +209,8 @@ async fn with_two_instances_a_deleted_lease_key_is_reasserted_by_its_owner_and_n
             .expect("DEL");
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
-    let played = hand_no(&a, &t).await;
     assert!(
-        common::eventually(
-            Duration::from_secs(5),
-            Duration::from_millis(50),
-            || async { hand_no(&a, &t).await > played + 1 }
-        )
-        .await,
+        plays_on(&a, &t, Duration::from_secs(5)).await,
         "play goes on at A"
     );
 
@@ -327,27 +350,11 @@ async fn a_postgres_refusing_connections_for_seconds_pauses_play_and_nothing_fre
     let admin = sqlx::PgPool::connect(&common::admin_pg_url())
         .await
         .expect("admin pool");
-    let refuse = format!(
-        "ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS false",
-        db.name
-    );
-    sqlx::query(&refuse).execute(&admin).await.expect("refuse");
-    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
-        .bind(&db.name)
-        .execute(&admin)
-        .await
-        .expect("terminate");
+    refuse_connections(&admin, &db).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let allow = format!("ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS true", db.name);
-    sqlx::query(&allow).execute(&admin).await.expect("allow");
-    let after = hand_no(&server, &t).await;
+    allow_connections(&admin, &db).await;
     assert!(
-        common::eventually(
-            Duration::from_secs(6),
-            Duration::from_millis(50),
-            || async { hand_no(&server, &t).await > after + 1 }
-        )
-        .await,
+        plays_on(&server, &t, Duration::from_secs(6)).await,
         "play goes on once Postgres is back"
     );
     let view = server.table(&t).await;
@@ -406,22 +413,12 @@ async fn a_drain_that_cannot_write_ends_at_its_hard_deadline_and_releases_every_
     let admin = sqlx::PgPool::connect(&common::admin_pg_url())
         .await
         .expect("admin pool");
-    let refuse = format!(
-        "ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS false",
-        db.name
-    );
-    sqlx::query(&refuse).execute(&admin).await.expect("refuse");
-    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
-        .bind(&db.name)
-        .execute(&admin)
-        .await
-        .expect("terminate");
+    refuse_connections(&admin, &db).await;
     a.sigterm();
     let sent = Instant::now();
     let exited = a.wait_exit(Duration::from_secs(15)).await;
     let took = sent.elapsed();
-    let allow = format!("ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS true", db.name);
-    sqlx::query(&allow).execute(&admin).await.expect("allow");
+    allow_connections(&admin, &db).await;
     assert!(exited.is_some(), "the drain ended");
     // drain 1 s + 2 x statement 1 s + 1 s, plus the exit itself.
     assert!(

@@ -13,6 +13,14 @@ use common::{lease_key, test_db, unique_env, PrivateRedis, Server, ServerConfig}
 use play::{metric, spawn_forever, wait_state, Player, Policy};
 use serde_json::Value;
 
+/// Hands dealt 50 ms apart to players who may act as fast as that (the
+/// rate limit is not what these tests are about).
+fn fast_play(cfg: ServerConfig) -> ServerConfig {
+    cfg.with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
+        .with_env("PITBOSS__WS__RATE_PER_SEC", "500")
+        .with_env("PITBOSS__WS__RATE_BURST", "1000")
+}
+
 /// Two players at `server` playing check/call hands in the background.
 async fn busy_table(server: &Server) -> (String, Vec<tokio::task::JoinHandle<Player>>) {
     let t = play::new_table(server).await;
@@ -39,14 +47,7 @@ async fn a_deleted_lease_key_is_reasserted_and_play_goes_on_without_a_freeze() {
     let db = test_db().await;
     let env = unique_env();
     let ttl_ms = 1500;
-    let server = Server::start(
-        ServerConfig::new(&db, &env)
-            .with_ttl_ms(ttl_ms)
-            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
-            .with_env("PITBOSS__WS__RATE_PER_SEC", "500")
-            .with_env("PITBOSS__WS__RATE_BURST", "1000"),
-    )
-    .await;
+    let server = Server::start(fast_play(ServerConfig::new(&db, &env).with_ttl_ms(ttl_ms))).await;
     let (t, tasks) = busy_table(&server).await;
     let before = server.table(&t).await;
     let fence = before["fence"].as_u64().expect("fence");
@@ -219,13 +220,12 @@ async fn tables_pause_by_the_local_deadline_when_redis_hangs_and_resume_when_it_
     let redis = PrivateRedis::start().await;
     let ttl_ms = 1500;
     let server = Server::start(
-        ServerConfig::new(&db, &env)
-            .with_redis(&redis.url())
-            .with_ttl_ms(ttl_ms)
-            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
-            .with_env("PITBOSS__WS__RATE_PER_SEC", "500")
-            .with_env("PITBOSS__WS__RATE_BURST", "1000")
-            .with_env("PITBOSS__REDIS__OP_TIMEOUT_MS", "300"),
+        fast_play(
+            ServerConfig::new(&db, &env)
+                .with_redis(&redis.url())
+                .with_ttl_ms(ttl_ms),
+        )
+        .with_env("PITBOSS__REDIS__OP_TIMEOUT_MS", "300"),
     )
     .await;
     let (t, tasks) = busy_table(&server).await;
@@ -376,14 +376,7 @@ async fn a_foreign_value_in_the_lease_key_pauses_the_table_until_it_lapses_and_f
     let db = test_db().await;
     let env = unique_env();
     let ttl_ms = 1500;
-    let server = Server::start(
-        ServerConfig::new(&db, &env)
-            .with_ttl_ms(ttl_ms)
-            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
-            .with_env("PITBOSS__WS__RATE_PER_SEC", "500")
-            .with_env("PITBOSS__WS__RATE_BURST", "1000"),
-    )
-    .await;
+    let server = Server::start(fast_play(ServerConfig::new(&db, &env).with_ttl_ms(ttl_ms))).await;
     let (t, tasks) = busy_table(&server).await;
     let fence = server.table(&t).await["fence"].as_u64().expect("fence");
 
