@@ -174,20 +174,6 @@ async fn assert_told_only_what_was_recorded(
     players
 }
 
-async fn no_freeze_recorded(server: &Server, table: &str) {
-    let (_, events) = server
-        .admin_get(&format!("/admin/tables/{table}/events"))
-        .await;
-    assert!(
-        !events["events"]
-            .as_array()
-            .expect("events")
-            .iter()
-            .any(|e| e["to"] == "frozen"),
-        "{events}"
-    );
-}
-
 #[tokio::test]
 async fn with_two_instances_a_deleted_lease_key_is_reasserted_by_its_owner_and_never_taken_by_the_other(
 ) {
@@ -241,7 +227,7 @@ async fn with_two_instances_a_deleted_lease_key_is_reasserted_by_its_owner_and_n
         0.0,
         "no write was refused: nobody else dealt: {text}"
     );
-    no_freeze_recorded(&a, &t).await;
+    play::no_freeze_recorded(&a, &t).await;
     let pool = db.pool().await;
     assert_told_only_what_was_recorded(&pool, &t, tasks).await;
     let owners: Vec<String> =
@@ -321,7 +307,7 @@ async fn two_live_instances_whose_redis_restarts_empty_freeze_nothing_and_deal_a
             view["fence"].as_u64() > Some(fence),
             "above every fence Postgres had seen ({fence}): {view}"
         );
-        no_freeze_recorded(server, t).await;
+        play::no_freeze_recorded(server, t).await;
     }
     assert_told_only_what_was_recorded(&pool, &ta, tasks_a).await;
     assert_told_only_what_was_recorded(&pool, &tb, tasks_b).await;
@@ -360,7 +346,7 @@ async fn a_postgres_refusing_connections_for_seconds_pauses_play_and_nothing_fre
     let view = server.table(&t).await;
     assert_eq!(view["state"], "open", "{view}");
     assert_eq!(view["hosted_here"], true, "{view}");
-    no_freeze_recorded(&server, &t).await;
+    play::no_freeze_recorded(&server, &t).await;
     let (_, text) = server.get("/metrics").await;
     assert!(
         metric(&text, "pitboss_liveness_errors_total") >= 1.0,
@@ -371,21 +357,7 @@ async fn a_postgres_refusing_connections_for_seconds_pauses_play_and_nothing_fre
     let pool = db.pool().await;
     let players = assert_told_only_what_was_recorded(&pool, &t, tasks).await;
     for p in players {
-        let seen = &p.client.seen;
-        let paused = seen
-            .iter()
-            .position(|v| v["type"] == "paused")
-            .unwrap_or_else(|| panic!("{} was told paused", p.name));
-        assert_eq!(
-            seen[paused]["reason"], "store_unreachable",
-            "{}",
-            seen[paused]
-        );
-        assert!(
-            seen[paused..].iter().any(|v| v["type"] == "resumed"),
-            "{} was told resumed",
-            p.name
-        );
+        play::paused_then_resumed(&p, "store_unreachable");
     }
 }
 

@@ -10,7 +10,7 @@ mod play;
 use std::time::{Duration, Instant};
 
 use common::{lease_key, test_db, unique_env, PrivateRedis, Server, ServerConfig};
-use play::{metric, spawn_forever, wait_state, Player, Policy};
+use play::{metric, paused_then_resumed, spawn_forever, wait_state, Player, Policy};
 use serde_json::Value;
 
 /// Hands dealt 50 ms apart to players who may act as fast as that (the
@@ -232,7 +232,6 @@ async fn tables_pause_by_the_local_deadline_when_redis_hangs_and_resume_when_it_
     let fence = server.table(&t).await["fence"].as_u64().expect("fence");
     // SIGSTOP: connections are accepted but nothing answers.
     redis.pause();
-    let paused_at = Instant::now();
     // Past the local deadline, and well past it.
     tokio::time::sleep(Duration::from_millis(ttl_ms * 2)).await;
     let (status, _) = server.get("/readyz").await;
@@ -255,30 +254,26 @@ async fn tables_pause_by_the_local_deadline_when_redis_hangs_and_resume_when_it_
     .await
     .expect("re-asserted under a higher fence and dealing again");
     assert_eq!(view["state"], "open", "{view}");
+    // It was the local deadline that stopped play, and a re-assert that
+    // ended the pause.
+    let (_, text) = server.get("/metrics").await;
+    assert!(
+        metric(&text, r#"pitboss_leases_lost_total{reason="deadline"}"#) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        metric(
+            &text,
+            r#"pitboss_lease_reasserts_total{result="reasserted"}"#
+        ) >= 1.0,
+        "{text}"
+    );
     drop(server);
 
     for task in tasks {
         let p = task.await.expect("player task");
+        let (paused, resumed) = paused_then_resumed(&p, "redis_unreachable");
         let seen = &p.client.seen;
-        assert!(
-            !seen.iter().any(|v| v["type"] == "frozen"),
-            "{}: never frozen",
-            p.name
-        );
-        let paused = seen
-            .iter()
-            .position(|v| v["type"] == "paused")
-            .unwrap_or_else(|| panic!("{} was told paused: {:?}", p.name, seen.last()));
-        assert_eq!(
-            seen[paused]["reason"], "redis_unreachable",
-            "{}",
-            seen[paused]
-        );
-        let resumed = seen[paused..]
-            .iter()
-            .position(|v| v["type"] == "resumed")
-            .map(|i| i + paused)
-            .unwrap_or_else(|| panic!("{} was told resumed", p.name));
         assert_eq!(
             seen[resumed + 1]["type"],
             "snapshot",
@@ -290,7 +285,6 @@ async fn tables_pause_by_the_local_deadline_when_redis_hangs_and_resume_when_it_
             .collect();
         assert!(dealt_while_paused.is_empty(), "{dealt_while_paused:?}");
     }
-    let _ = paused_at;
 }
 
 #[tokio::test]
@@ -424,33 +418,10 @@ async fn a_foreign_value_in_the_lease_key_pauses_the_table_until_it_lapses_and_f
         0.0,
         "{text}"
     );
-    let (_, events) = server.admin_get(&format!("/admin/tables/{t}/events")).await;
-    assert!(
-        !events["events"]
-            .as_array()
-            .expect("events")
-            .iter()
-            .any(|e| e["to"] == "frozen"),
-        "{events}"
-    );
+    play::no_freeze_recorded(&server, &t).await;
     assert_eq!(server.audit().await["delta"], 0);
     drop(server);
     for task in tasks {
-        let p = task.await.expect("player task");
-        let seen = &p.client.seen;
-        assert!(
-            !seen.iter().any(|v| v["type"] == "frozen"),
-            "{}: never frozen",
-            p.name
-        );
-        let paused = seen
-            .iter()
-            .position(|v| v["type"] == "paused")
-            .unwrap_or_else(|| panic!("{} was told paused", p.name));
-        assert!(
-            seen[paused..].iter().any(|v| v["type"] == "resumed"),
-            "{} was told resumed",
-            p.name
-        );
+        paused_then_resumed(&task.await.expect("player task"), "redis_unreachable");
     }
 }

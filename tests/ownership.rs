@@ -19,6 +19,28 @@ async fn owned_elsewhere_refusals(server: &Server) -> f64 {
     )
 }
 
+/// Runs `pitboss serve` with `cfg` and checks that it refuses to start
+/// because a live process holds its id: exit 2, one line on stderr.
+async fn refused_as_in_use(cfg: ServerConfig) {
+    let mut second = cfg.command();
+    second
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || second.output())
+        .await
+        .expect("join")
+        .expect("run the second process");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    let expected = format!(
+        "instance id {} is in use by a live process",
+        cfg.instance_id
+    );
+    assert!(lines[0].contains(&expected), "{stderr}");
+}
+
 async fn join_error(server: &Server, table: &str) -> Value {
     let mut c = WsClient::connect(server, &mint_token("watcher"))
         .await
@@ -155,22 +177,7 @@ async fn a_second_process_with_a_live_instance_id_refuses_to_start_and_the_first
     assert_eq!(a.table(&t).await["fence"], 1);
 
     let started = Instant::now();
-    let mut second = cfg.command();
-    second
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    let out = tokio::task::spawn_blocking(move || second.output())
-        .await
-        .expect("join")
-        .expect("run the second process");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "one line: {stderr}");
-    assert!(
-        lines[0].contains("instance id inst-a is in use by a live process"),
-        "{stderr}"
-    );
+    refused_as_in_use(cfg.clone()).await;
     // It watched the id for about one refresh period before refusing.
     assert!(started.elapsed() < Duration::from_millis(ttl_ms / 3 + 1000 + 3000));
 
@@ -205,22 +212,7 @@ async fn a_second_process_refuses_a_live_id_even_when_its_redis_has_no_registrat
     // that lost its data): only the liveness Postgres recorded shows that
     // a live process holds the id.
     let empty = common::PrivateRedis::start().await;
-    let mut second = cfg.clone().with_redis(&empty.url()).command();
-    second
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    let out = tokio::task::spawn_blocking(move || second.output())
-        .await
-        .expect("join")
-        .expect("run the second process");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "one line: {stderr}");
-    assert!(
-        lines[0].contains("instance id inst-a is in use by a live process"),
-        "{stderr}"
-    );
+    refused_as_in_use(cfg.clone().with_redis(&empty.url())).await;
     // It left nothing behind in the Redis it used.
     let mut conn = common::redis_conn(&empty.url()).await;
     let keys: Vec<String> = redis::cmd("KEYS")

@@ -72,28 +72,15 @@ impl Store {
 
     /// Every process of the environment that has beaten, newest first.
     pub async fn instances(&self, env: &str) -> Result<Vec<InstanceRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, incarnation, advertise_url, started_at, last_seen, draining, \
-             now() - last_seen < $2 AS live \
-             FROM instances WHERE environment = $1 ORDER BY last_seen DESC, id",
-        )
+        let rows = sqlx::query(&format!(
+            "SELECT {INSTANCE_COLUMNS} FROM instances WHERE environment = $1 \
+             ORDER BY last_seen DESC, id"
+        ))
         .bind(env)
         .bind(self.owner_timeout)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(InstanceRow {
-                    id: r.try_get("id")?,
-                    incarnation: r.try_get("incarnation")?,
-                    advertise_url: r.try_get("advertise_url")?,
-                    started_at: r.try_get("started_at")?,
-                    last_seen: r.try_get("last_seen")?,
-                    draining: r.try_get("draining")?,
-                    live: r.try_get("live")?,
-                })
-            })
-            .collect()
+        rows.iter().map(instance_row).collect()
     }
 
     /// How many open or draining tables of the environment each owner
@@ -122,7 +109,15 @@ impl Store {
         env: &str,
         id: &str,
     ) -> Result<Option<InstanceRow>, StoreError> {
-        Ok(self.instances(env).await?.into_iter().find(|i| i.id == id))
+        let row = sqlx::query(&format!(
+            "SELECT {INSTANCE_COLUMNS} FROM instances WHERE environment = $1 AND id = $3"
+        ))
+        .bind(env)
+        .bind(self.owner_timeout)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(instance_row).transpose()
     }
 
     /// Whether `owner` was seen alive within the owner timeout, by the
@@ -131,6 +126,22 @@ impl Store {
     pub async fn owner_alive(&self, table: &TableId, owner: &str) -> Result<bool, StoreError> {
         owner_alive_in(&self.pool, table, owner, self.owner_timeout).await
     }
+}
+
+/// The columns of [`InstanceRow`]; `$2` is the owner timeout.
+const INSTANCE_COLUMNS: &str =
+    "id, incarnation, advertise_url, started_at, last_seen, draining, now() - last_seen < $2 AS live";
+
+fn instance_row(r: &sqlx::postgres::PgRow) -> Result<InstanceRow, StoreError> {
+    Ok(InstanceRow {
+        id: r.try_get("id")?,
+        incarnation: r.try_get("incarnation")?,
+        advertise_url: r.try_get("advertise_url")?,
+        started_at: r.try_get("started_at")?,
+        last_seen: r.try_get("last_seen")?,
+        draining: r.try_get("draining")?,
+        live: r.try_get("live")?,
+    })
 }
 
 pub(super) async fn owner_alive_in<'e>(

@@ -248,3 +248,41 @@ pub async fn heads_up(server: &Server, buy_in: u64) -> (String, Player, Player) 
     let bob = Player::sit(server, &t, "bob", 1, buy_in).await;
     (t, alice, bob)
 }
+
+/// What `p` was told across a pause: never `frozen`, a `paused` with
+/// `reason`, and later a `resumed`. Returns where the first `paused` and the
+/// `resumed` after it stand in what it saw.
+pub fn paused_then_resumed(p: &Player, reason: &str) -> (usize, usize) {
+    let seen = &p.client.seen;
+    assert!(
+        !seen.iter().any(|v| v["type"] == "frozen"),
+        "{} was never told frozen",
+        p.name
+    );
+    let paused = seen
+        .iter()
+        .position(|v| v["type"] == "paused")
+        .unwrap_or_else(|| panic!("{} was told paused: {:?}", p.name, seen.last()));
+    assert_eq!(seen[paused]["reason"], reason, "{}", seen[paused]);
+    let resumed = seen[paused..]
+        .iter()
+        .position(|v| v["type"] == "resumed")
+        .map(|i| i + paused)
+        .unwrap_or_else(|| panic!("{} was told resumed", p.name));
+    (paused, resumed)
+}
+
+/// No state transition of `table` ever went to `frozen`.
+pub async fn no_freeze_recorded(server: &Server, table: &str) {
+    let (_, events) = server
+        .admin_get(&format!("/admin/tables/{table}/events"))
+        .await;
+    assert!(
+        !events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .any(|e| e["to"] == "frozen"),
+        "{events}"
+    );
+}

@@ -244,6 +244,18 @@ pub enum RefenceOutcome {
     Failed,
 }
 
+impl RefenceOutcome {
+    /// The `result` label of `pitboss_lease_reasserts_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            RefenceOutcome::Reasserted => "reasserted",
+            RefenceOutcome::Refused => "refused",
+            RefenceOutcome::Contested => "contested",
+            RefenceOutcome::Failed => "error",
+        }
+    }
+}
+
 impl Handler<Refence> for Table {
     type Result = ResponseFuture<RefenceOutcome>;
 

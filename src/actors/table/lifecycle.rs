@@ -296,11 +296,16 @@ impl Table {
         }
         let _g = self.span.clone().entered();
         warn!(event = "table_paused", reason = %reason, "table paused");
-        metrics::counter!(instruments::TABLE_PAUSES, "reason" => reason.as_str()).increment(1);
         self.set_phase(Phase::Paused(reason));
         Self::cancel(ctx, &mut self.action_timer);
         Self::cancel(ctx, &mut self.next_hand_timer);
         self.action_deadline_ms = None;
+        self.tell_paused(reason);
+    }
+
+    /// Counts a pause and tells every watcher why play stopped.
+    pub(super) fn tell_paused(&mut self, reason: PauseReason) {
+        metrics::counter!(instruments::TABLE_PAUSES, "reason" => reason.as_str()).increment(1);
         self.notify_all(
             &ServerFrame::Paused {
                 table: &self.id,

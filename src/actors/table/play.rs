@@ -13,7 +13,6 @@ use tracing::{error, info, warn};
 use super::{note_stale_write, Phase, Table};
 use crate::game::{Audience, Command, Event, EventKind, RuleError, SeatChips, SeatNo, VoidReason};
 use crate::instruments;
-use crate::protocol::ServerFrame;
 use crate::runtime::Runtime;
 use crate::store::{CashOut, StoreError};
 use crate::types::{FreezeReason, PauseReason, TableId};
@@ -259,16 +258,8 @@ impl Table {
                 Err(e) if e.is_transient() && !act.clock.is_revoked() => {
                     metrics::counter!(instruments::STORE_WRITE_RETRIES).increment(1);
                     warn!(event = "store_write_retry", error = %e, tries = tries + 1, "boundary write failed; trying again");
-                    if !act.write_pause_told {
-                        act.write_pause_told = true;
-                        metrics::counter!(instruments::TABLE_PAUSES, "reason" => PauseReason::StoreUnreachable.as_str()).increment(1);
-                        act.notify_all(
-                            &ServerFrame::Paused {
-                                table: &act.id,
-                                reason: PauseReason::StoreUnreachable,
-                            }
-                            .to_shared(),
-                        );
+                    if !std::mem::replace(&mut act.write_pause_told, true) {
+                        act.tell_paused(PauseReason::StoreUnreachable);
                     }
                     act.attempt(write, told, tries.saturating_add(1), ctx);
                 }
@@ -314,15 +305,9 @@ impl Table {
     /// told again (same decision number, a full action clock), so the
     /// player to act knows they still may.
     pub(super) fn restart_clock(&mut self, ctx: &mut Context<Self>) {
-        let (Some(seat), Some(decision)) = (self.game.to_act(), self.game.decision()) else {
-            return;
-        };
-        let Some(turn) = self.game.pending_turn() else {
-            return;
-        };
-        let hand = self.game.hand_no();
-        self.broadcast(vec![turn]);
-        self.arm_action_timer(hand, seat, decision, ctx);
+        if let Some(turn) = self.game.pending_turn() {
+            self.advance(vec![turn], ctx);
+        }
     }
 
     pub(super) fn on_write_error(&mut self, e: StoreError, ctx: &mut Context<Self>) {
@@ -378,14 +363,10 @@ impl Table {
         // I1: never deal on a lease this process cannot prove it holds, nor
         // while others might already consider this process gone.
         let now = Instant::now();
-        if self.clock.is_revoked() {
-            self.on_revoked(ctx);
-            return;
-        }
         if !self.clock.is_valid(now) || !self.rt.is_alive_on_record(now) {
             warn!(
                 event = "lease_deadline_passed",
-                "lease or liveness not proven before dealing; pausing"
+                "lease or liveness not proven before dealing"
             );
             self.check_lease(ctx);
             return;

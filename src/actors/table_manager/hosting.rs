@@ -114,7 +114,7 @@ async fn acquire(rt: &Runtime, table: &TableId, floor: Fence) -> Result<Fence, H
 }
 
 /// Hands a lease back; harmless if it is already gone.
-async fn release(rt: &Runtime, table: &TableId, fence: Fence) {
+pub(super) async fn release(rt: &Runtime, table: &TableId, fence: Fence) {
     let lease = [HeldLease {
         table: table.clone(),
         fence,

@@ -7,7 +7,7 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 use tracing::{debug, error, info, warn};
 
-use super::hosting::{dispose, HostError, Mode};
+use super::hosting::{dispose, release, HostError, Mode};
 use super::{DrainState, Pending, TableManager};
 use crate::actors::table::{Drain, Freeze, ReassertLease, Table, TableStopped};
 use crate::game::Chips;
@@ -110,11 +110,7 @@ impl Handler<TableStopped> for TableManager {
             None => {
                 // Compare-and-delete: harmless if the lease is already gone.
                 let rt = self.rt.clone();
-                actix::spawn(async move {
-                    if let Err(e) = rt.lease.release_all(&[lease]).await {
-                        warn!(error = %e, "could not release a stopped table's lease; it expires with its TTL");
-                    }
-                });
+                actix::spawn(async move { release(&rt, &lease.table, lease.fence).await });
             }
         }
     }

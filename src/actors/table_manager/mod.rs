@@ -26,7 +26,7 @@ use crate::lease::{HeldLease, LeaseClock, LeaseError};
 use crate::runtime::Runtime;
 use crate::store::StoreError;
 use crate::types::{Fence, FreezeReason, TableId};
-use hosting::{acquire_and_load, Mode, Prepared};
+use hosting::{acquire_and_load, release, Mode, Prepared};
 
 struct Hosted {
     addr: Addr<Table>,
@@ -250,13 +250,8 @@ impl TableManager {
             }
         };
         ctx.spawn(fut.into_actor(self).map(move |(outcome, taken), act, _ctx| {
-            let label = match outcome {
-                RefenceOutcome::Reasserted => "reasserted",
-                RefenceOutcome::Refused => "refused",
-                RefenceOutcome::Contested => "contested",
-                RefenceOutcome::Failed => "error",
-            };
-            metrics::counter!(instruments::LEASE_REASSERTS, "result" => label).increment(1);
+            metrics::counter!(instruments::LEASE_REASSERTS, "result" => outcome.label())
+                .increment(1);
             let hosted = act.hosted.get_mut(&table).filter(|h| h.fence == old);
             match (hosted, outcome, taken) {
                 (Some(h), RefenceOutcome::Reasserted, Some((new, sent))) => {
@@ -280,13 +275,7 @@ impl TableManager {
                     }
                     if let Some((new, _)) = taken {
                         let rt = act.rt.clone();
-                        let lease = [HeldLease {
-                            table: table.clone(),
-                            fence: new,
-                        }];
-                        actix::spawn(async move {
-                            let _ = rt.lease.release_all(&lease).await;
-                        });
+                        actix::spawn(async move { release(&rt, &table, new).await });
                     }
                 }
             }
@@ -305,9 +294,7 @@ impl TableManager {
         if self.drain.is_some() {
             // Drain began while we were acquiring: hand the lease straight back.
             let rt = self.rt.clone();
-            actix::spawn(async move {
-                let _ = rt.lease.release_all(&[lease]).await;
-            });
+            actix::spawn(async move { release(&rt, &lease.table, lease.fence).await });
             return Err(HostError::Draining);
         }
         let arbiter = &self.arbiters[self.next_arbiter % self.arbiters.len()];
