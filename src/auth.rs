@@ -96,6 +96,88 @@ impl TokenSigner {
     }
 }
 
+/// How far from the verifier's clock a relay credential's time may be
+/// (either way, for clock skew between instances).
+pub const RELAY_WINDOW_MS: i64 = 30_000;
+
+/// Why an upstream relay connection was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RelayAuthError {
+    #[error("relay credential is malformed")]
+    Malformed,
+    #[error("relay credential signature does not match")]
+    BadSignature,
+    #[error("relay credential is outside its time window")]
+    Stale,
+    #[error("relay credential names another instance")]
+    WrongInstance,
+}
+
+/// What a relay credential vouches for: instance `from` opens a connection
+/// to instance `to` on behalf of `player`, at `at_ms` (unix millis).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayClaim {
+    pub from: String,
+    pub to: String,
+    pub player: String,
+    pub at_ms: i64,
+}
+
+impl RelayClaim {
+    /// The signed bytes. The prefix keeps them apart from player tokens,
+    /// whose signed payload is a JSON object.
+    fn message(&self) -> Vec<u8> {
+        format!(
+            "pitboss-relay-v1\n{}\n{}\n{}\n{}",
+            self.from, self.to, self.player, self.at_ms
+        )
+        .into_bytes()
+    }
+}
+
+impl TokenSigner {
+    /// Signs a relay claim: instances share the player-token secret, so any
+    /// instance of the environment can vouch for a player it has verified.
+    pub fn sign_relay(&self, claim: &RelayClaim) -> String {
+        let mut mac = self.mac();
+        mac.update(&claim.message());
+        URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+    }
+
+    /// Checks a relay claim addressed to instance `me` at `now_ms`: the
+    /// signature (in constant time), the addressee, the time window and the
+    /// player name. Answers the player the connection plays for.
+    pub fn verify_relay(
+        &self,
+        claim: &RelayClaim,
+        sig: &str,
+        me: &str,
+        now_ms: i64,
+    ) -> Result<String, RelayAuthError> {
+        let sig = URL_SAFE_NO_PAD
+            .decode(sig)
+            .map_err(|_| RelayAuthError::Malformed)?;
+        let mut mac = self.mac();
+        mac.update(&claim.message());
+        mac.verify_slice(&sig)
+            .map_err(|_| RelayAuthError::BadSignature)?;
+        if claim.to != me {
+            return Err(RelayAuthError::WrongInstance);
+        }
+        if now_ms.abs_diff(claim.at_ms) > RELAY_WINDOW_MS.unsigned_abs() {
+            return Err(RelayAuthError::Stale);
+        }
+        if !valid_player_name(&claim.player) {
+            return Err(RelayAuthError::Malformed);
+        }
+        Ok(claim.player.clone())
+    }
+}
+
+pub fn now_unix_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
 pub fn now_unix() -> i64 {
     chrono::Utc::now().timestamp()
 }
@@ -141,6 +223,63 @@ mod tests {
         assert_eq!(
             s.verify(&t, TOKEN_LIFETIME_SECS + 1),
             Err(TokenError::Expired)
+        );
+    }
+
+    fn claim() -> RelayClaim {
+        RelayClaim {
+            from: "a".into(),
+            to: "b".into(),
+            player: "alice".into(),
+            at_ms: 1_000_000,
+        }
+    }
+
+    #[test]
+    fn relay_claim_verifies_at_its_addressee() {
+        let s = signer("k");
+        let sig = s.sign_relay(&claim());
+        assert_eq!(
+            s.verify_relay(&claim(), &sig, "b", 1_000_500),
+            Ok("alice".to_string())
+        );
+    }
+
+    #[test]
+    fn forged_or_replayed_relay_claims_are_refused() {
+        let s = signer("k");
+        let sig = s.sign_relay(&claim());
+        let forged = signer("other").sign_relay(&claim());
+        assert_eq!(
+            s.verify_relay(&claim(), &forged, "b", 1_000_000),
+            Err(RelayAuthError::BadSignature)
+        );
+        let mallory = RelayClaim {
+            player: "mallory".into(),
+            ..claim()
+        };
+        assert_eq!(
+            s.verify_relay(&mallory, &sig, "b", 1_000_000),
+            Err(RelayAuthError::BadSignature)
+        );
+        assert_eq!(
+            s.verify_relay(&claim(), &sig, "c", 1_000_000),
+            Err(RelayAuthError::WrongInstance)
+        );
+        assert_eq!(
+            s.verify_relay(&claim(), &sig, "b", 1_000_000 + RELAY_WINDOW_MS + 1),
+            Err(RelayAuthError::Stale)
+        );
+        assert_eq!(
+            s.verify_relay(&claim(), "!!", "b", 1_000_000),
+            Err(RelayAuthError::Malformed)
+        );
+        // A player token's signature never passes as a relay signature.
+        let token = s.mint("alice", 0).expect("mint");
+        let token_sig = token.split('.').nth(1).unwrap_or_default();
+        assert_eq!(
+            s.verify_relay(&claim(), token_sig, "b", 1_000_000),
+            Err(RelayAuthError::BadSignature)
         );
     }
 

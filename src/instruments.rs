@@ -31,6 +31,9 @@ pub const TABLES_PAUSED: &str = "pitboss_tables_paused";
 pub const STORE_WRITE_RETRIES: &str = "pitboss_store_write_retries_total";
 pub const LIVENESS_ERRORS: &str = "pitboss_liveness_errors_total";
 pub const REVIVE_CANDIDATES: &str = "pitboss_revive_candidates";
+pub const RELAYS_OPEN: &str = "pitboss_relays_open";
+pub const RELAY_OWNER_CHANGES: &str = "pitboss_relay_owner_changes_total";
+pub const RELAYS_REFUSED: &str = "pitboss_relays_refused_total";
 
 /// `result` of [`LEASE_ACQUIRES`].
 pub const ACQUIRE_RESULTS: &[&str] = &["acquired", "owned_elsewhere", "error"];
@@ -98,6 +101,18 @@ pub fn register() {
         REVIVE_CANDIDATES,
         "tables the last revive scan found that may need an owner (released by a drain, left by an earlier process of this id, or owned by an instance unseen for a TTL)"
     );
+    describe_gauge!(
+        RELAYS_OPEN,
+        "relays open from this instance's clients to tables hosted elsewhere"
+    );
+    describe_counter!(
+        RELAY_OWNER_CHANGES,
+        "relayed tables whose owner went away, followed to the new one"
+    );
+    describe_counter!(
+        RELAYS_REFUSED,
+        "relay connections refused for a missing, forged, misaddressed or stale credential"
+    );
     describe_gauge!(WS_CONNECTIONS, "open WebSocket connections");
     describe_counter!(
         WS_FRAMES_IN,
@@ -117,6 +132,7 @@ pub fn register() {
         WS_CONNECTIONS,
         TABLES_PAUSED,
         REVIVE_CANDIDATES,
+        RELAYS_OPEN,
     ] {
         metrics::gauge!(gauge).set(0.0);
     }
@@ -133,6 +149,8 @@ pub fn register() {
         WS_SLOW_CLIENTS_DROPPED,
         STORE_WRITE_RETRIES,
         LIVENESS_ERRORS,
+        RELAY_OWNER_CHANGES,
+        RELAYS_REFUSED,
     ] {
         metrics::counter!(counter).absolute(0);
     }

@@ -1,5 +1,5 @@
-//! One owner per table across instances (I1, I6): a second instance refuses
-//! a table the first hosts; a restart with the same instance id re-takes its
+//! One owner per table across instances (I1, I6): a second instance never
+//! takes a table the first hosts (its joins are relayed there); a restart with the same instance id re-takes its
 //! tables at once under a higher fence; a different id waits out the TTL.
 
 mod common;
@@ -55,7 +55,7 @@ async fn join_error(server: &Server, table: &str) -> Value {
 }
 
 #[tokio::test]
-async fn a_second_instance_refuses_a_table_the_first_hosts_and_never_takes_it() {
+async fn a_second_instance_relays_to_the_table_the_first_hosts_and_never_takes_it() {
     let db = test_db().await;
     let env = unique_env();
     let cfg = ServerConfig::new(&db, &env);
@@ -63,17 +63,18 @@ async fn a_second_instance_refuses_a_table_the_first_hosts_and_never_takes_it() 
     let t = play::new_table(&a).await;
     let b = Server::start(cfg.with_instance("inst-b")).await;
 
-    let err = join_error(&b, &t).await;
-    assert_eq!(err["code"], "owned_elsewhere", "{err}");
-    assert_eq!(err["owner"], "inst-a", "{err}");
+    // A join on B is relayed to the owner: the snapshot is A's hosting.
+    let snap = join_error(&b, &t).await;
+    assert_eq!(snap["type"], "snapshot", "{snap}");
+    assert_eq!(snap["state"]["owner"], "inst-a", "{snap}");
 
     // Across several TTLs B never takes it: A renews its lease and is alive
     // on record, so B's revive scan does not even ask, and every join on B
-    // is refused.
+    // finds the lease held and goes to A.
     tokio::time::sleep(Duration::from_millis(3 * 1500)).await;
     assert!(owned_elsewhere_refusals(&b).await >= 1.0);
-    let err = join_error(&b, &t).await;
-    assert_eq!(err["code"], "owned_elsewhere", "{err}");
+    let snap = join_error(&b, &t).await;
+    assert_eq!(snap["state"]["owner"], "inst-a", "{snap}");
     let (_, text) = b.get("/metrics").await;
     assert_eq!(
         metric(&text, r#"pitboss_lease_acquires_total{result="acquired"}"#),

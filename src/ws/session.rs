@@ -1,5 +1,7 @@
 //! One actor per WebSocket connection: validates every frame, forwards typed
-//! commands to its tables, relays what they send back.
+//! commands to the tables hosted here and raw frames to the owners of tables
+//! hosted elsewhere (relay), passes back what they send, and follows a
+//! table to its new owner when it changes.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,12 +16,13 @@ use tracing::debug;
 use crate::actors::table::{
     Act, Backlog, Join, Leave, Outbound, SessionId, Sit, Table, Unsubscribe,
 };
-use crate::actors::table_manager::{LoadOrCreate, TableManager};
+use crate::actors::table_manager::{HostError, LoadOrCreate, TableManager};
 use crate::game::PlayerId;
 use crate::instruments;
 use crate::protocol::{self, ClientError, ClientFrame, ServerFrame};
 use crate::runtime::Runtime;
 use crate::types::TableId;
+use crate::ws::relay::{self, Ending, RelayEnded, RelayStart, Upstream};
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
@@ -52,12 +55,73 @@ impl RateLimit {
     }
 }
 
+/// How this connection reaches one table it joined.
+enum Route {
+    /// Hosted by this process.
+    Local(Addr<Table>),
+    /// Hosted elsewhere: frames go through a relay to the owner.
+    Relay {
+        up: Upstream,
+        generation: u64,
+        /// Set while this relay is an attempt to find a new owner: when the
+        /// search started.
+        search: Option<Search>,
+    },
+    /// The owner changed; the new one is being looked for.
+    Searching,
+}
+
+/// A search for a table's new owner.
+#[derive(Clone, Copy)]
+struct Search {
+    started: Instant,
+    attempt: u32,
+}
+
+impl Search {
+    fn new() -> Search {
+        Search {
+            started: Instant::now(),
+            attempt: 0,
+        }
+    }
+
+    /// 0, 50, 100, 200, 250, 250… ms between attempts.
+    fn delay(self) -> Duration {
+        if self.attempt == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_millis((25u64 << self.attempt.min(4)).min(250))
+    }
+
+    fn next(self) -> Search {
+        Search {
+            attempt: self.attempt.saturating_add(1),
+            ..self
+        }
+    }
+}
+
+/// What a join found.
+enum Joined {
+    Local(Addr<Table>),
+    Remote(String),
+}
+
 pub struct WsSession {
     id: SessionId,
     player: PlayerId,
     rt: Arc<Runtime>,
     manager: Addr<TableManager>,
-    tables: HashMap<TableId, Addr<Table>>,
+    tables: HashMap<TableId, Route>,
+    /// This connection is another instance's relay for one player: it never
+    /// relays further (a table hosted elsewhere is answered `owned_elsewhere`
+    /// and the relaying instance looks again), and it closes with 1012 when
+    /// its table leaves this process.
+    relayed: bool,
+    /// Numbers this connection's relays, so a late report of a replaced
+    /// relay is ignored.
+    generation: u64,
     last_heard: Instant,
     rate: RateLimit,
     backlog: Arc<Backlog>,
@@ -82,11 +146,35 @@ impl WsSession {
             rt,
             manager,
             tables: HashMap::new(),
+            relayed: false,
+            generation: 0,
             last_heard: Instant::now(),
             rate,
             backlog: Arc::new(Backlog::default()),
             fragments: None,
         }
+    }
+
+    /// The session behind `/ws/relay`: another instance plays for `player`.
+    pub fn relayed(mut self) -> WsSession {
+        self.relayed = true;
+        self
+    }
+
+    /// Whether any table this connection watches is hosted here (a drain
+    /// waits for those to finish their hands).
+    fn has_local_tables(&self) -> bool {
+        self.tables.values().any(|r| matches!(r, Route::Local(_)))
+    }
+
+    /// How long a search for a table's new owner may go on: long enough for
+    /// a drain to finish its hands and for a crashed owner's lease to lapse
+    /// and its liveness to go stale.
+    fn search_budget(&self) -> Duration {
+        let s = &self.rt.settings;
+        Duration::from_millis(s.shutdown.drain_timeout_ms)
+            .saturating_add(self.rt.ttl().saturating_mul(3))
+            .saturating_add(Duration::from_secs(5))
     }
 
     /// Sends a frame of the session's own (pong, error); table frames come
@@ -148,14 +236,24 @@ impl WsSession {
         };
         match frame {
             ClientFrame::Ping => self.send_text(&ServerFrame::Pong.to_string(), ctx),
-            ClientFrame::Join { table, since } => self.join(table, since, ctx),
-            other => self.forward(other, ctx),
+            ClientFrame::Join { table, since } => self.join(table, since, None, ctx),
+            other => self.forward(other, text, ctx),
         }
     }
 
-    fn join(&mut self, table: TableId, since: Option<u64>, ctx: &mut ws::WebsocketContext<Self>) {
+    /// Joins a table: hosted here (or taken here now), or relayed to its
+    /// owner. `search` is set when this join follows the table to a new
+    /// owner rather than answering the client.
+    fn join(
+        &mut self,
+        table: TableId,
+        since: Option<u64>,
+        search: Option<Search>,
+        ctx: &mut ws::WebsocketContext<Self>,
+    ) {
         let manager = self.manager.clone();
         let msg_table = table.clone();
+        let relayed = self.relayed;
         let join = Join {
             session: self.id,
             player: self.player.clone(),
@@ -163,37 +261,128 @@ impl WsSession {
             tx: ctx.address().recipient(),
             backlog: self.backlog.clone(),
         };
-        // Frames of one session are handled in order: the next waits for
-        // this join, so a sit right after a join finds the table joined.
         let fut = async move {
-            let addr = manager
+            let hosted = manager
                 .send(LoadOrCreate { table: msg_table })
                 .await
                 .map_err(|_| ClientError::new("unavailable", "the server is stopping"))?;
-            let addr = addr.map_err(ClientError::from)?;
+            let addr = match hosted {
+                Ok(addr) => addr,
+                Err(HostError::OwnedElsewhere { owner, .. }) if !relayed => {
+                    return Ok(Joined::Remote(owner))
+                }
+                Err(e) => return Err(ClientError::from(e)),
+            };
             addr.send(join)
                 .await
                 .map_err(|_| ClientError::new("table_frozen", "the table stopped"))??;
-            Ok::<_, ClientError>(addr)
+            Ok::<_, ClientError>(Joined::Local(addr))
         };
-        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| match res {
-            Ok(addr) => {
-                act.tables.insert(table, addr);
+        let done = fut.into_actor(self).map(move |res, act, ctx| match res {
+            Ok(Joined::Local(addr)) => {
+                act.tables.insert(table, Route::Local(addr));
             }
-            Err(e) => act.reject(ctx, Some(&table), &e),
-        }));
+            Ok(Joined::Remote(owner)) => act.start_relay(table, owner, since, search, ctx),
+            Err(e) => match search {
+                // The new owner is not there yet (a lease still held by a
+                // crashed owner, a drain releasing): look again.
+                Some(search)
+                    if matches!(e.code, "unavailable" | "owned_elsewhere")
+                        && search.started.elapsed() < act.search_budget() =>
+                {
+                    act.search_later(table, since, search.next(), ctx);
+                }
+                _ => {
+                    act.tables.remove(&table);
+                    act.reject(ctx, Some(&table), &e);
+                }
+            },
+        });
+        if search.is_some() {
+            // Following an owner change must not hold up the client's frames
+            // for its other tables.
+            ctx.spawn(done);
+        } else {
+            // Frames of one session are handled in order: the next waits for
+            // this join, so a sit right after a join finds the table joined.
+            ctx.wait(done);
+        }
     }
 
-    fn forward(&mut self, frame: ClientFrame, ctx: &mut ws::WebsocketContext<Self>) {
+    fn start_relay(
+        &mut self,
+        table: TableId,
+        owner: String,
+        since: Option<u64>,
+        search: Option<Search>,
+        ctx: &mut ws::WebsocketContext<Self>,
+    ) {
+        self.generation += 1;
+        let up = relay::start(RelayStart {
+            rt: self.rt.clone(),
+            table: table.clone(),
+            player: self.player.clone(),
+            owner,
+            since,
+            generation: self.generation,
+            out: ctx.address().recipient(),
+            ended: ctx.address().recipient(),
+            backlog: self.backlog.clone(),
+        });
+        self.tables.insert(
+            table,
+            Route::Relay {
+                up,
+                generation: self.generation,
+                search,
+            },
+        );
+    }
+
+    /// The table left its owner (drain, crash, move, a stale copy stopped):
+    /// look for the new one after the search's delay.
+    fn search_later(
+        &mut self,
+        table: TableId,
+        since: Option<u64>,
+        search: Search,
+        ctx: &mut ws::WebsocketContext<Self>,
+    ) {
+        self.tables.insert(table.clone(), Route::Searching);
+        ctx.run_later(search.delay(), move |act, ctx| {
+            // Still looking (the client may have left or joined again).
+            if matches!(act.tables.get(&table), Some(Route::Searching)) {
+                act.join(table, since, Some(search), ctx);
+            }
+        });
+    }
+
+    fn forward(&mut self, frame: ClientFrame, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
         let Some(table) = frame.table().cloned() else {
             return;
         };
-        let Some(addr) = self.tables.get(&table).cloned() else {
-            return self.reject(
-                ctx,
-                Some(&table),
-                &ClientError::new("not_joined", "join the table first"),
-            );
+        let addr = match self.tables.get(&table) {
+            Some(Route::Local(addr)) => addr.clone(),
+            Some(Route::Relay { up, .. }) => {
+                if let Err(e) = up.send(text) {
+                    self.reject(ctx, Some(&table), &e);
+                }
+                return;
+            }
+            Some(Route::Searching) => {
+                return self.reject(
+                    ctx,
+                    Some(&table),
+                    &ClientError::new("unavailable", "the table's owner is changing; try again"),
+                )
+            }
+            None => {
+                return self.reject(
+                    ctx,
+                    Some(&table),
+                    &ClientError::new("not_joined", "join the table first"),
+                )
+            }
         };
         let player = self.player.clone();
         let received = Instant::now();
@@ -309,7 +498,7 @@ impl Actor for WsSession {
             let _ = shutdown.wait_for(|draining| *draining).await;
         };
         ctx.spawn(watch.into_actor(self).map(|(), act, ctx| {
-            if act.tables.is_empty() {
+            if !act.has_local_tables() {
                 Self::close_for_shutdown(ctx);
             }
         }));
@@ -317,8 +506,11 @@ impl Actor for WsSession {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         metrics::gauge!(instruments::WS_CONNECTIONS).decrement(1.0);
-        for addr in self.tables.values() {
-            addr.do_send(Unsubscribe { session: self.id });
+        // Relays close with their routes.
+        for route in self.tables.values() {
+            if let Route::Local(addr) = route {
+                addr.do_send(Unsubscribe { session: self.id });
+            }
         }
     }
 }
@@ -343,9 +535,85 @@ impl Handler<Outbound> for WsSession {
             }
             Outbound::Released(table) => {
                 self.tables.remove(&table);
-                if self.tables.is_empty() && self.rt.is_draining() {
+                if self.relayed {
+                    // The relaying instance finds where the table goes next.
+                    Self::close_for_shutdown(ctx);
+                } else if !self.has_local_tables() && self.rt.is_draining() {
                     Self::close_for_shutdown(ctx);
                 }
+            }
+            Outbound::Moved(table) => {
+                if self.relayed {
+                    self.tables.remove(&table);
+                    Self::close_with(ctx, ws::CloseCode::Restart, "owner_changed");
+                } else if self.rt.is_draining() {
+                    self.tables.remove(&table);
+                    if !self.has_local_tables() {
+                        Self::close_for_shutdown(ctx);
+                    }
+                } else {
+                    // Another instance hosts it now: follow it there.
+                    self.search_later(table, None, Search::new(), ctx);
+                }
+            }
+        }
+    }
+}
+
+impl Handler<RelayEnded> for WsSession {
+    type Result = ();
+
+    fn handle(&mut self, msg: RelayEnded, ctx: &mut Self::Context) {
+        let search = match self.tables.get(&msg.table) {
+            Some(Route::Relay {
+                generation, search, ..
+            }) if *generation == msg.generation => *search,
+            // A relay since replaced or left.
+            _ => return,
+        };
+        for _ in 0..msg.dropped {
+            self.reject(
+                ctx,
+                Some(&msg.table),
+                &ClientError::new("unavailable", "the table's owner is changing; try again"),
+            );
+        }
+        match msg.how {
+            Ending::Lost { since, joined } => {
+                if self.rt.is_draining() {
+                    self.tables.remove(&msg.table);
+                    if !self.has_local_tables() {
+                        Self::close_for_shutdown(ctx);
+                    }
+                    return;
+                }
+                metrics::counter!(instruments::RELAY_OWNER_CHANGES).increment(u64::from(joined));
+                // A relay that had joined saw the owner go: a new search.
+                // One that had not was an attempt of the search going on.
+                let search = match search {
+                    Some(s) if !joined => {
+                        if s.started.elapsed() >= self.search_budget() {
+                            self.tables.remove(&msg.table);
+                            return self.reject(
+                                ctx,
+                                Some(&msg.table),
+                                &ClientError::new(
+                                    "unavailable",
+                                    "the table's owner cannot be reached; join again later",
+                                ),
+                            );
+                        }
+                        s.next()
+                    }
+                    _ => Search::new(),
+                };
+                self.search_later(msg.table, since, search, ctx);
+            }
+            Ending::Ended => {
+                self.tables.remove(&msg.table);
+            }
+            Ending::Close { code, reason } => {
+                Self::close_with(ctx, ws::CloseCode::from(code), &reason);
             }
         }
     }

@@ -63,6 +63,19 @@ pub enum Outbound {
     /// The table finished draining; the session closes once it has no
     /// table left.
     Released(TableId),
+    /// Another instance hosts the table now (a move, or this copy stopped
+    /// because a newer owner took it): the session follows it there.
+    Moved(TableId),
+}
+
+/// How a stopping table parts with its watchers.
+pub(super) enum Dismissal {
+    /// A last frame (`frozen`, `released`), then the subscription ends.
+    Notice(Arc<str>),
+    /// Drained at shutdown: sessions close once they have no table left.
+    Released,
+    /// Hosted elsewhere now: sessions follow it.
+    Moved,
 }
 
 pub(super) struct Subscriber {
@@ -288,17 +301,16 @@ impl Table {
         }
     }
 
-    /// Tells every watcher the table stopped and forgets them: with a last
-    /// frame and the end of the subscription, or (drained) only the latter,
-    /// which closes sessions that have no table left during a shutdown.
-    pub(super) fn dismiss_all(&mut self, notice: Option<Arc<str>>) {
+    /// Tells every watcher the table stopped here and forgets them.
+    pub(super) fn dismiss_all(&mut self, how: &Dismissal) {
         for sub in self.subscribers.values() {
-            match &notice {
-                Some(frame) => {
+            match how {
+                Dismissal::Notice(frame) => {
                     sub.tx.do_send(Outbound::Frame(frame.clone()));
                     sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
                 }
-                None => sub.tx.do_send(Outbound::Released(self.id.clone())),
+                Dismissal::Released => sub.tx.do_send(Outbound::Released(self.id.clone())),
+                Dismissal::Moved => sub.tx.do_send(Outbound::Moved(self.id.clone())),
             }
         }
         self.subscribers.clear();

@@ -2,12 +2,12 @@
 //! players, the local lease deadline, and the fenced state write that ends
 //! each of them.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use tracing::{error, info, warn};
 
+use super::fanout::Dismissal;
 use super::{note_stale_write, Phase, ReassertLease, Table};
 use crate::game::{Command, PlayerId, SeatNo};
 use crate::instruments;
@@ -70,6 +70,11 @@ impl Table {
         };
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
             let _g = act.span.clone().entered();
+            // A lost lease whose write is refused means a newer owner holds
+            // the table: its watchers follow it there instead of being told
+            // it froze. (An operator's freeze is told as such.)
+            let superseded = matches!(farewell, Farewell::Frozen(FreezeReason::LeaseLost))
+                && matches!(res, Err(StoreError::StaleOwnerBoundaryWrite { .. }));
             match res {
                 Ok(()) => match farewell {
                     Farewell::Drained => {
@@ -82,8 +87,9 @@ impl Table {
                 }
                 Err(e) => error!(error = %e, state = %to, "could not record the table's state"),
             }
-            let notice: Option<Arc<str>> = match farewell {
-                Farewell::Frozen(reason) => Some(
+            let how = match farewell {
+                _ if superseded => Dismissal::Moved,
+                Farewell::Frozen(reason) => Dismissal::Notice(
                     ServerFrame::Frozen {
                         table: &act.id,
                         reason,
@@ -92,16 +98,16 @@ impl Table {
                 ),
                 // Watchers learn why their subscription ends; a join brings
                 // the table back.
-                Farewell::Idle => Some(
+                Farewell::Idle => Dismissal::Notice(
                     ServerFrame::Released {
                         table: &act.id,
                         reason,
                     }
                     .to_shared(),
                 ),
-                Farewell::Drained => None,
+                Farewell::Drained => Dismissal::Released,
             };
-            act.dismiss_all(notice);
+            act.dismiss_all(&how);
             ctx.stop();
         }));
     }
@@ -240,7 +246,7 @@ impl Table {
             ] {
                 Self::cancel(ctx, t);
             }
-            self.dismiss_all(None);
+            self.dismiss_all(&Dismissal::Released);
             ctx.stop();
             return;
         }

@@ -1,0 +1,413 @@
+//! Any instance serves any table (I13): a client connected to one instance
+//! plays at tables hosted by others through a relay to the owner, keeps its
+//! connection when the owner drains or dies, and sees the new hosting as a
+//! fresh snapshot. Relay connections between instances are authenticated;
+//! a forged one is refused.
+
+mod common;
+mod play;
+
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use common::{refused_status, test_db, unique_env, Server, ServerConfig, WsClient, AUTH_SECRET};
+use hmac::{Hmac, Mac};
+use play::{choose, metric, Player, Policy};
+use serde_json::{json, Value};
+use sha2::Sha256;
+
+/// Three instances of one environment, sharing Postgres and Redis.
+async fn three(extra: &[(&str, &str)]) -> (common::TestDb, Server, Server, Server) {
+    let db = test_db().await;
+    let env = unique_env();
+    let mut cfg = ServerConfig::new(&db, &env)
+        .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
+        .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "5000");
+    for (k, v) in extra {
+        cfg = cfg.with_env(k, v);
+    }
+    let a = Server::start(cfg.clone().with_instance("relay-a")).await;
+    let b = Server::start(cfg.clone().with_instance("relay-b")).await;
+    let c = Server::start(cfg.with_instance("relay-c")).await;
+    (db, a, b, c)
+}
+
+/// Plays `p`'s turns (check or call) until it has seen `hands` more
+/// `hand_ended`; returns the round trips from sending each act to seeing
+/// the `action` event that answers it.
+async fn play_timed(
+    mut p: Player,
+    table: String,
+    hands: usize,
+    timeout: Duration,
+) -> (Player, Vec<Duration>) {
+    let target = p.hands_ended().len() + hands;
+    let deadline = Instant::now() + timeout;
+    let mut sent: Option<Instant> = None;
+    let mut trips = Vec::new();
+    while Instant::now() < deadline && p.hands_ended().len() < target {
+        let Some(v) = p.client.recv_json(Duration::from_millis(200)).await else {
+            if p.client.closed.is_some() {
+                break;
+            }
+            continue;
+        };
+        if v["table"] != table.as_str() || v["seat"].as_u64() != Some(p.seat) {
+            continue;
+        }
+        if v["kind"] == "turn" {
+            if let Some(frame) = choose(Policy::CheckCall, &table, &v) {
+                sent = Some(Instant::now());
+                p.client.send(frame).await;
+            }
+        } else if v["kind"] == "action" {
+            if let Some(at) = sent.take() {
+                trips.push(at.elapsed());
+            }
+        }
+    }
+    (p, trips)
+}
+
+/// Median and 99th percentile, in milliseconds.
+fn percentiles(mut trips: Vec<Duration>) -> (f64, f64) {
+    assert!(!trips.is_empty(), "no round trips measured");
+    trips.sort();
+    let at = |q: f64| {
+        let i = ((trips.len() as f64 - 1.0) * q).round() as usize;
+        trips[i].as_secs_f64() * 1000.0
+    };
+    (at(0.5), at(0.99))
+}
+
+/// No hole card of another seat ever reached `p`.
+fn saw_only_own_hole_cards(p: &Player) {
+    let holes: Vec<&Value> = p
+        .client
+        .seen
+        .iter()
+        .filter(|v| v["kind"] == "hole_cards")
+        .collect();
+    assert!(!holes.is_empty(), "{} was dealt no cards", p.name);
+    for h in holes {
+        assert_eq!(h["seat"].as_u64(), Some(p.seat), "{} saw {h}", p.name);
+    }
+}
+
+fn snapshots(p: &Player, table: &str) -> Vec<Value> {
+    p.client
+        .seen
+        .iter()
+        .filter(|v| v["type"] == "snapshot" && v["table"] == table)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_of_one_instance_plays_at_tables_hosted_by_two_others() {
+    let (_db, a, b, c) = three(&[]).await;
+    let tb = play::new_table(&b).await;
+    let tc = play::new_table(&c).await;
+    for p in ["alice", "bob", "carol", "dave"] {
+        a.grant(p, 1000).await;
+    }
+    // alice plays at B's table through A; bob sits there directly.
+    let alice = Player::sit(&a, &tb, "alice", 0, 200).await;
+    let bob = Player::sit(&b, &tb, "bob", 1, 200).await;
+    // carol and dave both play at C's table through A.
+    let carol = Player::sit(&a, &tc, "carol", 0, 200).await;
+    let dave = Player::sit(&a, &tc, "dave", 1, 200).await;
+
+    // The tables stay where they were: A relays, it does not take them.
+    let vb = a.table(&tb).await;
+    assert_eq!(vb["owner"], "relay-b", "{vb}");
+    let vc = a.table(&tc).await;
+    assert_eq!(vc["owner"], "relay-c", "{vc}");
+    let (_, m) = a.get("/metrics").await;
+    assert_eq!(
+        metric(&m, "pitboss_relays_open "),
+        3.0,
+        "A relays three seats"
+    );
+
+    let hands = 12;
+    let timeout = Duration::from_secs(60);
+    let runs = [
+        tokio::spawn(play_timed(alice, tb.clone(), hands, timeout)),
+        tokio::spawn(play_timed(bob, tb.clone(), hands, timeout)),
+        tokio::spawn(play_timed(carol, tc.clone(), hands, timeout)),
+        tokio::spawn(play_timed(dave, tc.clone(), hands, timeout)),
+    ];
+    let mut done = Vec::new();
+    for r in runs {
+        done.push(r.await.expect("player task"));
+    }
+    for (p, _) in &done {
+        assert!(
+            p.hands_ended().len() >= hands,
+            "{} finished {} hands: {:?}",
+            p.name,
+            p.hands_ended().len(),
+            p.client.seen.last()
+        );
+        assert!(p.client.closed.is_none(), "{} was disconnected", p.name);
+        saw_only_own_hole_cards(p);
+    }
+    // Both sides of a relayed table saw the same hands end the same way.
+    let ends = |p: &Player| -> Vec<Value> {
+        p.client
+            .seen
+            .iter()
+            .filter(|v| v["kind"] == "hand_ended")
+            .map(|v| json!([v["hand"], v["stacks"]]))
+            .collect()
+    };
+    assert_eq!(ends(&done[0].0), ends(&done[1].0));
+    assert_eq!(ends(&done[2].0), ends(&done[3].0));
+
+    let (rel_med, rel_p99) = percentiles(done[0].1.clone());
+    let (dir_med, dir_p99) = percentiles(done[1].1.clone());
+    println!(
+        "act -> action round trip at B's table: relayed through A: median {rel_med:.2} ms, p99 {rel_p99:.2} ms ({} acts); direct to B: median {dir_med:.2} ms, p99 {dir_p99:.2} ms ({} acts)",
+        done[0].1.len(),
+        done[1].1.len()
+    );
+    let audit = a.audit().await;
+    assert_eq!(audit["delta"], 0, "{audit}");
+    // Postgres names B and C as the owners throughout.
+    assert_eq!(a.table(&tb).await["owner"], "relay-b");
+    assert_eq!(a.table(&tc).await["owner"], "relay-c");
+}
+
+/// A relay credential for `player` from `from` to `to`, signed with `secret`
+/// as `docs/protocol.md` describes it.
+fn relay_url(
+    server: &Server,
+    secret: &str,
+    from: &str,
+    to: &str,
+    player: &str,
+    at_ms: i64,
+) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("hmac key");
+    mac.update(format!("pitboss-relay-v1\n{from}\n{to}\n{player}\n{at_ms}").as_bytes());
+    let sig = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+    format!(
+        "ws://{}/ws/relay?player={player}&from={from}&at={at_ms}&sig={sig}",
+        server.addr
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forged_relay_connections_are_refused() {
+    let (_db, a, b, _c) = three(&[]).await;
+    let t = play::new_table(&b).await;
+    let now = chrono::Utc::now().timestamp_millis();
+    let refused = |url: String| async move {
+        let err = WsClient::connect_url(&url)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{url} was accepted"));
+        refused_status(&err)
+    };
+    // No credential at all.
+    assert_eq!(
+        refused(format!("ws://{}/ws/relay?player=mallory", b.addr)).await,
+        Some(401)
+    );
+    // Signed with a secret that is not the environment's.
+    assert_eq!(
+        refused(relay_url(
+            &b, "guessed", "relay-a", "relay-b", "mallory", now
+        ))
+        .await,
+        Some(401)
+    );
+    // A genuine credential addressed to another instance, replayed here.
+    assert_eq!(
+        refused(relay_url(
+            &b,
+            AUTH_SECRET,
+            "relay-a",
+            "relay-c",
+            "mallory",
+            now
+        ))
+        .await,
+        Some(401)
+    );
+    // A genuine credential from long ago.
+    assert_eq!(
+        refused(relay_url(
+            &b,
+            AUTH_SECRET,
+            "relay-a",
+            "relay-b",
+            "mallory",
+            now - 120_000
+        ))
+        .await,
+        Some(401)
+    );
+    // A genuine credential whose player was swapped.
+    let genuine = relay_url(&b, AUTH_SECRET, "relay-a", "relay-b", "alice", now);
+    let swapped = genuine.replace("player=alice", "player=mallory");
+    assert_eq!(refused(swapped).await, Some(401));
+    let (_, m) = b.get("/metrics").await;
+    assert_eq!(metric(&m, "pitboss_relays_refused_total "), 5.0);
+
+    // The genuine one is accepted and plays as alice: it sees the table.
+    let mut up = WsClient::connect_url(&genuine)
+        .await
+        .expect("genuine relay");
+    up.send(json!({"type": "join", "table": t})).await;
+    let snap = up
+        .recv_type("snapshot", Duration::from_secs(5))
+        .await
+        .expect("snapshot through the relay endpoint");
+    assert_eq!(snap["state"]["owner"], "relay-b", "{snap}");
+    // A relay connection never relays further: a table hosted elsewhere is
+    // answered with its owner, for the relaying instance to go there.
+    let elsewhere = play::new_table(&a).await;
+    up.send(json!({"type": "join", "table": elsewhere})).await;
+    let err = up
+        .recv_type("error", Duration::from_secs(5))
+        .await
+        .expect("answer");
+    assert_eq!(err["code"], "owned_elsewhere", "{err}");
+    assert_eq!(err["owner"], "relay-a", "{err}");
+}
+
+/// Waits for a snapshot of `table` after the `n`th one, reading (and
+/// keeping) what arrives; the new snapshot, or `None`.
+async fn next_snapshot(p: &mut Player, table: &str, n: usize, within: Duration) -> Option<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let snaps = snapshots(p, table);
+        if snaps.len() > n {
+            return snaps.last().cloned();
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || p.client.closed.is_some() {
+            return None;
+        }
+        p.client
+            .recv_json(left.min(Duration::from_millis(100)))
+            .await;
+    }
+}
+
+/// B hosts a heads-up table both of whose players are connected to A, with
+/// a hand in progress. Returns the players and the table.
+async fn relayed_heads_up(a: &Server, b: &Server) -> (String, Player, Player) {
+    let t = play::new_table(b).await;
+    a.grant("alice", 1000).await;
+    a.grant("bob", 1000).await;
+    let alice = Player::sit(a, &t, "alice", 0, 200).await;
+    let bob = Player::sit(a, &t, "bob", 1, 200).await;
+    let mut players = play::play_hands(
+        vec![(alice, Policy::CheckCall), (bob, Policy::CheckCall)],
+        &t,
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    let bob = players.pop().expect("bob");
+    let mut alice = players.pop().expect("alice");
+    assert_eq!(
+        alice.hands_ended().len(),
+        1,
+        "{:?}",
+        alice.client.seen.last()
+    );
+    // The next hand starts: alice's turn or bob's; nobody answers it yet.
+    alice
+        .client
+        .recv_event("turn", Duration::from_secs(5))
+        .await
+        .expect("a hand in progress");
+    (t, alice, bob)
+}
+
+/// Both players play on at the new hosting after an owner change, to the
+/// end of two more hands, and nothing was lost.
+async fn play_on(a: &Server, t: &str, alice: Player, bob: Player) {
+    let players = play::play_hands(
+        vec![(alice, Policy::CheckCall), (bob, Policy::CheckCall)],
+        t,
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    for p in &players {
+        assert!(p.client.closed.is_none(), "{} was disconnected", p.name);
+        saw_only_own_hole_cards(p);
+    }
+    assert!(
+        players.iter().all(|p| p.hands_ended().len() >= 3),
+        "played on: {:?}",
+        players.iter().map(|p| p.hands_ended()).collect::<Vec<_>>()
+    );
+    let audit = a.audit().await;
+    assert_eq!(audit["delta"], 0, "{audit}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn relayed_clients_keep_their_connection_when_the_owner_drains() {
+    let (_db, a, b, _c) = three(&[]).await;
+    let (t, mut alice, mut bob) = relayed_heads_up(&a, &b).await;
+    let before = snapshots(&alice, &t).len();
+    let old_seq = alice.client.last_seq(&t).expect("seq");
+    let fence = a.table(&t).await["fence"].as_u64().expect("fence");
+
+    b.sigterm();
+    let status = b.wait_exit(Duration::from_secs(15)).await.expect("B exits");
+    assert!(status.success(), "B drained and exited 0: {status}");
+    let exited = Instant::now();
+    let snap = next_snapshot(&mut alice, &t, before, Duration::from_millis(1500))
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "alice saw the new hosting within 1.5 s of B's exit: {:?}",
+                alice.client.seen.last()
+            )
+        });
+    println!("new snapshot {:?} after B's exit", exited.elapsed());
+    assert!(
+        snap["seq"].as_u64() > Some(old_seq),
+        "{snap} after seq {old_seq}"
+    );
+    assert_ne!(snap["state"]["owner"], "relay-b", "{snap}");
+    assert!(snap["state"]["fence"].as_u64() > Some(fence), "{snap}");
+    next_snapshot(&mut bob, &t, before, Duration::from_secs(2))
+        .await
+        .expect("bob too");
+    play_on(&a, &t, alice, bob).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn relayed_clients_follow_the_table_when_its_owner_is_killed() {
+    let ttl_ms = 1500;
+    let (_db, a, b, _c) = three(&[]).await;
+    let (t, mut alice, bob) = relayed_heads_up(&a, &b).await;
+    let before = snapshots(&alice, &t).len();
+    let old_seq = alice.client.last_seq(&t).expect("seq");
+
+    b.sigkill();
+    let killed = Instant::now();
+    let within = Duration::from_millis(ttl_ms + ttl_ms / 3 + 1000);
+    let snap = next_snapshot(&mut alice, &t, before, within)
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "alice saw the table hosted again within TTL + TTL/3 + 1 s: {:?}",
+                alice.client.seen.last()
+            )
+        });
+    println!("new snapshot {:?} after B was killed", killed.elapsed());
+    assert!(snap["seq"].as_u64() > Some(old_seq), "{snap}");
+    assert_ne!(snap["state"]["owner"], "relay-b", "{snap}");
+    assert!(alice.client.closed.is_none());
+    play_on(&a, &t, alice, bob).await;
+}
