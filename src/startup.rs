@@ -420,6 +420,7 @@ impl Application {
             rt: rt.clone(),
             manager: manager.clone(),
             last_renew_ok_ms,
+            peers: reqwest::Client::new(),
         });
         let mut server = HttpServer::new(move || {
             App::new()

@@ -225,6 +225,9 @@ text_enum! {
         Shutdown => "shutdown",
         /// Released because nobody sat at it.
         Idle => "idle",
+        /// Moved by an operator: released by its owner and promised to the
+        /// instance `owner_instance` names, which hosts it next.
+        Moved => "moved",
         LeaseLost => "lease_lost",
         InternalError => "internal_error",
         StoreError => "store_error",

@@ -26,6 +26,14 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/tables/{id}/recover", web::post().to(recover_table))
         .route("/tables/{id}/dispose", web::post().to(dispose_table))
         .route("/tables/{id}/freeze", web::post().to(freeze_table))
+        .route(
+            "/tables/{id}/move",
+            web::post().to(super::moves::move_table),
+        )
+        .route(
+            "/tables/{id}/host",
+            web::post().to(super::moves::host_table),
+        )
         .route("/players/{player}/grant", web::post().to(grant))
         .route("/players/{player}/token", web::post().to(player_token))
         .route("/players/{player}", web::get().to(player))
@@ -77,7 +85,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         .into()
 }
 
-fn store_error(e: StoreError) -> ApiError {
+pub(super) fn store_error(e: StoreError) -> ApiError {
     match e {
         StoreError::TableNotFound => ApiError::table_not_found(),
         StoreError::BadAmount(m) => ApiError::bad_request("bad_amount", &m),
@@ -85,18 +93,19 @@ fn store_error(e: StoreError) -> ApiError {
     }
 }
 
-fn host_error(e: HostError) -> ApiError {
+pub(super) fn host_error(e: HostError) -> ApiError {
     let status = match e {
         HostError::NotFound | HostError::Closed(_) => StatusCode::NOT_FOUND,
         HostError::OwnedElsewhere { .. } | HostError::Frozen | HostError::NotFrozen => {
             StatusCode::CONFLICT
         }
+        HostError::NotHosted => StatusCode::CONFLICT,
         HostError::Draining | HostError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     ApiError::from_client(status, e.into())
 }
 
-fn table_id(raw: &str) -> Result<TableId, ApiError> {
+pub(super) fn table_id(raw: &str) -> Result<TableId, ApiError> {
     TableId::parse(raw).ok_or_else(ApiError::table_not_found)
 }
 
@@ -123,7 +132,7 @@ async fn view(state: &AppState, row: TableRow) -> Result<Value, ApiError> {
     }))
 }
 
-async fn view_of(state: &AppState, id: &TableId) -> Result<Value, ApiError> {
+pub(super) async fn view_of(state: &AppState, id: &TableId) -> Result<Value, ApiError> {
     let row = state
         .rt
         .store
@@ -135,7 +144,7 @@ async fn view_of(state: &AppState, id: &TableId) -> Result<Value, ApiError> {
 }
 
 /// A JSON object body; anything else is `bad_json`.
-fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+pub(super) fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     match serde_json::from_slice(body) {
         Ok(Value::Object(obj)) => Ok(obj),
         Ok(_) => Err(ApiError::bad_request(
@@ -149,7 +158,7 @@ fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     }
 }
 
-fn only_fields(obj: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
+pub(super) fn only_fields(obj: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
     match obj.keys().find(|k| !known.contains(&k.as_str())) {
         Some(k) => Err(ApiError::bad_request(
             "bad_field",

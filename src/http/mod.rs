@@ -2,6 +2,7 @@
 //! WebSocket endpoint lives in `crate::ws`, which builds on this module.
 
 pub mod admin;
+mod moves;
 pub mod pages;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +22,8 @@ pub struct AppState {
     pub rt: Arc<Runtime>,
     pub manager: Addr<TableManager>,
     pub last_renew_ok_ms: Arc<AtomicU64>,
+    /// Calls to other instances' admin API (moves).
+    pub peers: reqwest::Client,
 }
 
 /// Every HTTP error: a status and `{"error":{"code","message"}}`.

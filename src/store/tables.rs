@@ -62,8 +62,9 @@ impl Store {
     }
 
     /// Tables a starting or surviving instance should host: open or draining
-    /// ones, and those released by a shutdown (an idle-evicted table waits
-    /// for its next join instead).
+    /// ones, those released by a shutdown (an idle-evicted table waits for
+    /// its next join instead), and those moved to it (or moved to an
+    /// instance that has not been seen alive for a TTL).
     ///
     /// An open or draining table is offered to `me` only if it is its own
     /// or its owner has not been seen alive for a TTL (the takeover rule);
@@ -76,6 +77,15 @@ impl Store {
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT id FROM tables \
              WHERE environment = $1 AND state = 'released' AND state_reason = 'shutdown' \
+             UNION \
+             SELECT id FROM tables \
+             WHERE environment = $1 AND state = 'released' AND state_reason = 'moved' \
+               AND owner_instance = $2 \
+             UNION \
+             SELECT t.id FROM instances i \
+             JOIN tables t ON t.environment = i.environment AND t.owner_instance = i.id \
+               AND t.state = 'released' AND t.state_reason = 'moved' \
+             WHERE i.environment = $1 AND i.id <> $2 AND i.last_seen <= now() - $3::interval \
              UNION \
              SELECT id FROM tables \
              WHERE environment = $1 AND state IN ('open', 'draining') AND owner_instance = $2 \
@@ -310,6 +320,35 @@ impl Store {
             fence,
         };
         move_state(&mut tx, id, step).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Releases a table for a move: a fenced transition to `released`
+    /// (reason `moved`) that names `target` as its owner-to-be, so the
+    /// revive scans of other instances leave it to the target.
+    pub async fn release_to(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        owner: &str,
+        target: &str,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let current = lock_fenced(&mut tx, id, fence).await?;
+        let step = Step {
+            from: current.state,
+            to: TableState::Released,
+            reason: StateReason::Moved,
+            owner,
+            fence,
+        };
+        move_state(&mut tx, id, step).await?;
+        sqlx::query("UPDATE tables SET owner_instance = $2 WHERE id = $1")
+            .bind(id.as_str())
+            .bind(target)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(())
     }

@@ -254,6 +254,7 @@ impl WsSession {
         let manager = self.manager.clone();
         let msg_table = table.clone();
         let relayed = self.relayed;
+        let searching = search.is_some();
         let join = Join {
             session: self.id,
             player: self.player.clone(),
@@ -273,9 +274,16 @@ impl WsSession {
                 }
                 Err(e) => return Err(ClientError::from(e)),
             };
+            // A copy that stopped just now (its manager has not heard yet)
+            // is, for a search, a hosting about to be replaced.
+            let stopped = if searching {
+                "unavailable"
+            } else {
+                "table_frozen"
+            };
             addr.send(join)
                 .await
-                .map_err(|_| ClientError::new("table_frozen", "the table stopped"))??;
+                .map_err(|_| ClientError::new(stopped, "the table stopped"))??;
             Ok::<_, ClientError>(Joined::Local(addr))
         };
         let done = fut.into_actor(self).map(move |res, act, ctx| match res {

@@ -211,12 +211,18 @@ impl Handler<Freeze> for Table {
 #[rtype(result = "()")]
 pub struct Drain {
     pub deadline: Instant,
+    /// A move: the instance the table is released to (its watchers follow
+    /// it there); `None` for a shutdown.
+    pub to: Option<String>,
 }
 
 impl Handler<Drain> for Table {
     type Result = ();
 
     fn handle(&mut self, msg: Drain, ctx: &mut Self::Context) {
+        if msg.to.is_some() && self.moving_to.is_none() {
+            self.moving_to = msg.to;
+        }
         self.start_drain(msg.deadline, ctx);
     }
 }

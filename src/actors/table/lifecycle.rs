@@ -17,19 +17,22 @@ use crate::types::{FreezeReason, PauseReason, StateReason, TableState};
 
 /// Why a table stops, which decides what Postgres records and what its
 /// watchers are told.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) enum Farewell {
     Frozen(FreezeReason),
     Drained,
     Idle,
+    /// Released for a move to the named instance.
+    Moved(String),
 }
 
 impl Farewell {
-    fn recorded(self) -> (TableState, StateReason) {
+    fn recorded(&self) -> (TableState, StateReason) {
         match self {
-            Farewell::Frozen(reason) => (TableState::Frozen, reason.into()),
+            Farewell::Frozen(reason) => (TableState::Frozen, (*reason).into()),
             Farewell::Drained => (TableState::Released, StateReason::Shutdown),
             Farewell::Idle => (TableState::Released, StateReason::Idle),
+            Farewell::Moved(_) => (TableState::Released, StateReason::Moved),
         }
     }
 }
@@ -63,10 +66,23 @@ impl Table {
         let (to, reason) = farewell.recorded();
         let rt = self.rt.clone();
         let (id, fence) = (self.id.clone(), self.fence);
+        let target = match &farewell {
+            Farewell::Moved(target) => Some(target.clone()),
+            _ => None,
+        };
         let fut = async move {
-            rt.store
-                .transition(&id, fence, rt.instance_id(), to, reason)
-                .await
+            match target {
+                Some(target) => {
+                    rt.store
+                        .release_to(&id, fence, rt.instance_id(), &target)
+                        .await
+                }
+                None => {
+                    rt.store
+                        .transition(&id, fence, rt.instance_id(), to, reason)
+                        .await
+                }
+            }
         };
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
             let _g = act.span.clone().entered();
@@ -76,9 +92,12 @@ impl Table {
             let superseded = matches!(farewell, Farewell::Frozen(FreezeReason::LeaseLost))
                 && matches!(res, Err(StoreError::StaleOwnerBoundaryWrite { .. }));
             match res {
-                Ok(()) => match farewell {
+                Ok(()) => match &farewell {
                     Farewell::Drained => {
                         info!(event = "table_drained", "table persisted and released")
+                    }
+                    Farewell::Moved(target) => {
+                        info!(event = "table_moved", to = %target, "table persisted and released to its new owner")
                     }
                     _ => info!(state = %to, reason = %reason, "table state recorded"),
                 },
@@ -89,6 +108,7 @@ impl Table {
             }
             let how = match farewell {
                 _ if superseded => Dismissal::Moved,
+                Farewell::Moved(_) => Dismissal::Moved,
                 Farewell::Frozen(reason) => Dismissal::Notice(
                     ServerFrame::Frozen {
                         table: &act.id,
@@ -136,15 +156,13 @@ impl Table {
             // Operators see the table draining while its hand finishes.
             let rt = self.rt.clone();
             let (id, fence) = (self.id.clone(), self.fence);
+            let reason = match self.moving_to {
+                Some(_) => StateReason::Moved,
+                None => StateReason::Shutdown,
+            };
             let fut = async move {
                 rt.store
-                    .transition(
-                        &id,
-                        fence,
-                        rt.instance_id(),
-                        TableState::Draining,
-                        StateReason::Shutdown,
-                    )
+                    .transition(&id, fence, rt.instance_id(), TableState::Draining, reason)
                     .await
             };
             // Waited for, so it can never land after the release.
@@ -171,7 +189,11 @@ impl Table {
             return;
         }
         self.set_phase(Phase::Stopping);
-        self.record_and_stop(Farewell::Drained, ctx);
+        let farewell = match self.moving_to.clone() {
+            Some(target) => Farewell::Moved(target),
+            None => Farewell::Drained,
+        };
+        self.record_and_stop(farewell, ctx);
     }
 
     pub(super) fn check_idle(&mut self, ctx: &mut Context<Self>) {

@@ -109,6 +109,8 @@ pub struct Table {
     /// Players were told `paused` because a boundary write is being
     /// retried; they are told `resumed` once it lands.
     write_pause_told: bool,
+    /// A move is under way: the instance the table is released to.
+    moving_to: Option<String>,
     span: tracing::Span,
 }
 
@@ -163,6 +165,7 @@ impl Table {
             action_deadline_ms: None,
             writing: false,
             reassert_asked: None,
+            moving_to: None,
             write_pause_told: false,
             span,
         }

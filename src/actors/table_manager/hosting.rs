@@ -13,7 +13,7 @@ use crate::lease::{HeldLease, LeaseClock, LeaseError};
 use crate::protocol::ClientError;
 use crate::runtime::Runtime;
 use crate::store::{StoreError, TableRow};
-use crate::types::{Fence, TableId, TableState};
+use crate::types::{Fence, StateReason, TableId, TableState};
 
 /// Why a table could not be hosted, recovered or disposed here.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -30,6 +30,8 @@ pub enum HostError {
     NotFrozen,
     #[error("server is draining")]
     Draining,
+    #[error("the table is not hosted by this instance")]
+    NotHosted,
     #[error("{0}")]
     Unavailable(String),
 }
@@ -42,6 +44,7 @@ impl HostError {
             HostError::Frozen => "table_frozen",
             HostError::NotFrozen => "not_frozen",
             HostError::Draining => "draining",
+            HostError::NotHosted => "not_hosted",
             HostError::Unavailable(_) => "unavailable",
         }
     }
@@ -141,9 +144,14 @@ pub(super) async fn acquire_and_load(
     // asked of Redis while that owner is alive on record, so its lease (if
     // the key merely vanished) is left for it to re-assert. The stamp
     // checks again under the row lock.
-    if let (Mode::Host, TableState::Open | TableState::Draining, Some(owner)) =
-        (mode, row.state, row.owner_instance.as_deref())
-    {
+    // A table released for a move is promised to its target in the same
+    // way while the target is alive: a join elsewhere is relayed there.
+    let promised = matches!(
+        (row.state, row.state_reason),
+        (TableState::Open | TableState::Draining, _)
+            | (TableState::Released, Some(StateReason::Moved))
+    );
+    if let (Mode::Host, true, Some(owner)) = (mode, promised, row.owner_instance.as_deref()) {
         if owner != rt.instance_id()
             && rt
                 .store

@@ -97,6 +97,12 @@ impl Handler<TableStopped> for TableManager {
             info!(table_id = %msg.table, cooldown_ms = cooldown, "automatic recovery scheduled");
             self.auto_recover(msg.table.clone(), Duration::from_millis(cooldown), ctx);
         }
+        // A move ends here: released to its target, or stopped otherwise.
+        let moved = match msg.frozen {
+            None => Ok(()),
+            Some(_) => Err(HostError::Frozen),
+        };
+        let movers = self.moving.remove(&msg.table).unwrap_or_default();
         let lease = HeldLease {
             table: msg.table,
             fence: msg.fence,
@@ -105,12 +111,20 @@ impl Handler<TableStopped> for TableManager {
             // Released together once every table has drained.
             Some(drain) => {
                 drain.released.push(lease);
+                for m in movers {
+                    let _ = m.send(Err(HostError::Draining));
+                }
                 self.maybe_finish_drain(ctx);
             }
             None => {
                 // Compare-and-delete: harmless if the lease is already gone.
                 let rt = self.rt.clone();
-                actix::spawn(async move { release(&rt, &lease.table, lease.fence).await });
+                actix::spawn(async move {
+                    release(&rt, &lease.table, lease.fence).await;
+                    for m in movers {
+                        let _ = m.send(moved.clone());
+                    }
+                });
             }
         }
     }
@@ -207,6 +221,7 @@ impl Handler<DrainAll> for TableManager {
         for h in self.hosted.values() {
             h.addr.do_send(Drain {
                 deadline: msg.deadline,
+                to: None,
             });
         }
         self.maybe_finish_drain(ctx);
@@ -346,5 +361,52 @@ impl Handler<ReassertLease> for TableManager {
         {
             self.reassert(msg.table, ctx);
         }
+    }
+}
+
+/// Move a table hosted here to instance `to`: it finishes the hand in
+/// progress (within the drain timeout, else voids it), records itself
+/// released to `to`, stops, and its lease is released. Resolves then; the
+/// caller asks `to` to host it.
+#[derive(Message)]
+#[rtype(result = "Result<(), HostError>")]
+pub struct MoveOut {
+    pub table: TableId,
+    pub to: String,
+}
+
+impl Handler<MoveOut> for TableManager {
+    type Result = ResponseFuture<Result<(), HostError>>;
+
+    fn handle(&mut self, msg: MoveOut, _ctx: &mut Self::Context) -> Self::Result {
+        if self.drain.is_some() {
+            return Box::pin(async { Err(HostError::Draining) });
+        }
+        let Some(h) = self.hosted.get(&msg.table) else {
+            return Box::pin(async { Err(HostError::NotHosted) });
+        };
+        let settings = &self.rt.settings;
+        let drain = Duration::from_millis(settings.shutdown.drain_timeout_ms);
+        // The hand's deadline, then its state write and the release.
+        let bound = drain
+            .saturating_add(
+                Duration::from_millis(settings.database.statement_timeout_ms).saturating_mul(2),
+            )
+            .saturating_add(Duration::from_secs(1));
+        info!(event = "table_move_started", table_id = %msg.table, to = %msg.to, "moving the table");
+        h.addr.do_send(Drain {
+            deadline: Instant::now() + drain,
+            to: Some(msg.to),
+        });
+        let (tx, rx) = oneshot::channel();
+        self.moving.entry(msg.table).or_default().push(tx);
+        Box::pin(async move {
+            match tokio::time::timeout(bound, rx).await {
+                Ok(Ok(result)) => result,
+                _ => Err(HostError::Unavailable(
+                    "the table did not finish its move in time".into(),
+                )),
+            }
+        })
     }
 }

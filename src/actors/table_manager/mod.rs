@@ -17,7 +17,7 @@ mod messages;
 pub use hosting::HostError;
 pub use messages::{
     Dispose, DrainAll, FencesSeen, ForceRelease, HeldLeases, HostedTables, IsHosted, LoadOrCreate,
-    Recover, RenewReport,
+    MoveOut, Recover, RenewReport,
 };
 
 use super::table::{Freeze, Owner, Refence, RefenceOutcome, Table};
@@ -57,6 +57,9 @@ pub struct TableManager {
     pending: HashMap<TableId, Pending>,
     scanning: bool,
     drain: Option<DrainState>,
+    /// Tables being moved to another instance, and who waits for their
+    /// lease to be released.
+    moving: HashMap<TableId, Vec<oneshot::Sender<Result<(), HostError>>>>,
 }
 
 struct DrainState {
@@ -77,6 +80,7 @@ impl TableManager {
             pending: HashMap::new(),
             scanning: false,
             drain: None,
+            moving: HashMap::new(),
         }
     }
 
@@ -219,7 +223,13 @@ impl TableManager {
     /// unreachable: nothing changes, the table stays paused once its deadline
     /// passes, and the next renew or the paused table asks again.
     fn reassert(&mut self, table: TableId, ctx: &mut Context<Self>) {
-        let Some(h) = self.hosted.get_mut(&table).filter(|h| !h.reasserting) else {
+        // A revoked lease (given up by a forced release, or by a refused
+        // re-assert) is never taken again: the process is letting it go.
+        let Some(h) = self
+            .hosted
+            .get_mut(&table)
+            .filter(|h| !h.reasserting && !h.clock.is_revoked())
+        else {
             return;
         };
         h.reasserting = true;
