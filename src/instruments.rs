@@ -31,6 +31,11 @@ pub const TABLES_PAUSED: &str = "pitboss_tables_paused";
 pub const STORE_WRITE_RETRIES: &str = "pitboss_store_write_retries_total";
 pub const LIVENESS_ERRORS: &str = "pitboss_liveness_errors_total";
 pub const REVIVE_CANDIDATES: &str = "pitboss_revive_candidates";
+pub const REVIVE_SCANS: &str = "pitboss_revive_scans_total";
+pub const REVIVE_SCAN_ROWS: &str = "pitboss_revive_scan_rows_total";
+pub const REVIVE_SCAN_REDIS_COMMANDS: &str = "pitboss_revive_scan_redis_commands_total";
+pub const LEASE_RENEW_COMMANDS: &str = "pitboss_lease_renew_commands_total";
+pub const FENCE_CHECK_ROWS: &str = "pitboss_fence_check_rows_total";
 pub const RELAYS_OPEN: &str = "pitboss_relays_open";
 pub const RELAY_OWNER_CHANGES: &str = "pitboss_relay_owner_changes_total";
 pub const RELAYS_REFUSED: &str = "pitboss_relays_refused_total";
@@ -101,6 +106,23 @@ pub fn register() {
         REVIVE_CANDIDATES,
         "tables the last revive scan found that may need an owner (released by a drain, left by an earlier process of this id, or owned by an instance unseen for a TTL)"
     );
+    describe_counter!(REVIVE_SCANS, "revive scans run");
+    describe_counter!(
+        REVIVE_SCAN_ROWS,
+        "rows the revive scans read from Postgres (their candidates)"
+    );
+    describe_counter!(
+        REVIVE_SCAN_REDIS_COMMANDS,
+        "Redis commands the revive scans sent (one GET per candidate)"
+    );
+    describe_counter!(
+        LEASE_RENEW_COMMANDS,
+        "Redis commands the batched renews sent (one script call per held lease)"
+    );
+    describe_counter!(
+        FENCE_CHECK_ROWS,
+        "rows the heartbeat's fence checks read from Postgres (one per hosted table)"
+    );
     describe_gauge!(
         RELAYS_OPEN,
         "relays open from this instance's clients to tables hosted elsewhere"
@@ -151,6 +173,11 @@ pub fn register() {
         LIVENESS_ERRORS,
         RELAY_OWNER_CHANGES,
         RELAYS_REFUSED,
+        REVIVE_SCANS,
+        REVIVE_SCAN_ROWS,
+        REVIVE_SCAN_REDIS_COMMANDS,
+        LEASE_RENEW_COMMANDS,
+        FENCE_CHECK_ROWS,
     ] {
         metrics::counter!(counter).absolute(0);
     }

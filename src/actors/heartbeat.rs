@@ -119,7 +119,10 @@ impl Heartbeat {
                 return;
             }
             match rt.store.fences(&tables).await {
-                Ok(rows) => manager.do_send(FencesSeen { rows }),
+                Ok(rows) => {
+                    metrics::counter!(instruments::FENCE_CHECK_ROWS).increment(rows.len() as u64);
+                    manager.do_send(FencesSeen { rows });
+                }
                 Err(e) => debug!(error = %e, "could not read the hosted tables' fences"),
             }
         };
@@ -142,6 +145,7 @@ async fn renew(
         return;
     }
     let sent = Instant::now();
+    metrics::counter!(instruments::LEASE_RENEW_COMMANDS).increment(leases.len() as u64);
     match rt.lease.renew_all(&leases).await {
         Ok(outcomes) => {
             metrics::histogram!(instruments::LEASE_RENEW_SECONDS)

@@ -69,12 +69,20 @@ impl Store {
     /// An open or draining table is offered to `me` only if it is its own
     /// or its owner has not been seen alive for a TTL (the takeover rule);
     /// a live owner whose lease key vanished re-asserts it instead.
-    pub async fn revivable(&self, env: &str, me: &str) -> Result<Vec<TableId>, StoreError> {
-        // Three index probes, so a scan costs what may need an owner and
-        // not what is hosted: tables released by a drain; this id's own
-        // open tables stamped by an earlier incarnation (a restart); open
-        // tables of owners unseen for a TTL (driven from `instances`).
-        let ids: Vec<String> = sqlx::query_scalar(
+    /// `own_earlier`: also this id's own open tables stamped by an earlier
+    /// incarnation (a restart); a process asks until none are left, since
+    /// no new ones can appear once it runs. Answers the tables, and how many
+    /// of them that second question found.
+    pub async fn revivable(
+        &self,
+        env: &str,
+        me: &str,
+        own_earlier: bool,
+    ) -> Result<(Vec<TableId>, usize), StoreError> {
+        // Index probes only, so a scan costs what may need an owner and not
+        // what is hosted: tables released by a drain or moved here; tables
+        // of owners unseen for a TTL (driven from `instances`).
+        let mut ids: Vec<String> = sqlx::query_scalar(
             "SELECT id FROM tables \
              WHERE environment = $1 AND state = 'released' AND state_reason = 'shutdown' \
              UNION \
@@ -87,23 +95,39 @@ impl Store {
                AND t.state = 'released' AND t.state_reason = 'moved' \
              WHERE i.environment = $1 AND i.id <> $2 AND i.last_seen <= now() - $3::interval \
              UNION \
-             SELECT id FROM tables \
-             WHERE environment = $1 AND state IN ('open', 'draining') AND owner_instance = $2 \
-               AND owner_incarnation IS DISTINCT FROM $4 \
-             UNION \
              SELECT t.id FROM instances i \
              JOIN tables t ON t.environment = i.environment AND t.owner_instance = i.id \
                AND t.state IN ('open', 'draining') \
-             WHERE i.environment = $1 AND i.id <> $2 AND i.last_seen <= now() - $3::interval \
-             ORDER BY 1",
+             WHERE i.environment = $1 AND i.id <> $2 AND i.last_seen <= now() - $3::interval",
         )
         .bind(env)
         .bind(me)
         .bind(self.owner_timeout)
-        .bind(self.incarnation.as_deref())
         .fetch_all(&self.pool)
         .await?;
-        Ok(ids.iter().filter_map(|s| TableId::parse(s)).collect())
+        let mut own_found = 0;
+        if own_earlier {
+            // Reads every open table of this id, which is why it runs only
+            // until a restart's tables have all been taken back.
+            let own: Vec<String> = sqlx::query_scalar(
+                "SELECT id FROM tables \
+                 WHERE environment = $1 AND state IN ('open', 'draining') AND owner_instance = $2 \
+                   AND owner_incarnation IS DISTINCT FROM $3",
+            )
+            .bind(env)
+            .bind(me)
+            .bind(self.incarnation.as_deref())
+            .fetch_all(&self.pool)
+            .await?;
+            own_found = own.len();
+            ids.extend(own);
+        }
+        ids.sort();
+        ids.dedup();
+        Ok((
+            ids.iter().filter_map(|s| TableId::parse(s)).collect(),
+            own_found,
+        ))
     }
 
     pub async fn seats(&self, id: &TableId) -> Result<Vec<SeatRow>, StoreError> {

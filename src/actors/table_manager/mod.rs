@@ -39,6 +39,9 @@ struct Hosted {
 
 type Waiter = oneshot::Sender<Result<Addr<Table>, HostError>>;
 
+/// At most this many acquisitions under way when a scan starts more.
+const SCAN_ACQUIRES: usize = 64;
+
 /// What is under way for a table being acquired, and who waits for it.
 struct Pending {
     /// `None`: a disposal.
@@ -57,6 +60,11 @@ pub struct TableManager {
     pending: HashMap<TableId, Pending>,
     scanning: bool,
     drain: Option<DrainState>,
+    /// The last scan found more tables to host than it could start.
+    scan_backlog: bool,
+    /// This id may still have open tables stamped by an earlier process
+    /// (a restart) for the scan to take back.
+    own_earlier_left: bool,
     /// Tables being moved to another instance, and who waits for their
     /// lease to be released.
     moving: HashMap<TableId, Vec<oneshot::Sender<Result<(), HostError>>>>,
@@ -81,6 +89,8 @@ impl TableManager {
             scanning: false,
             drain: None,
             moving: HashMap::new(),
+            scan_backlog: false,
+            own_earlier_left: true,
         }
     }
 
@@ -188,6 +198,11 @@ impl TableManager {
                 let _ = w.send(outcome.clone());
             }
             act.maybe_finish_drain(ctx);
+            // A scan that found more than it could start goes on as soon as
+            // there is room, rather than at the next period.
+            if act.scan_backlog && act.pending.len() <= SCAN_ACQUIRES / 2 {
+                act.scan(ctx);
+            }
         }));
     }
 
@@ -343,27 +358,44 @@ impl TableManager {
             return;
         }
         self.scanning = true;
+        let own_earlier = self.own_earlier_left;
         let rt = self.rt.clone();
         let fut = async move {
-            let ids = rt
+            let (ids, own_found) = rt
                 .store
-                .revivable(rt.environment(), rt.instance_id())
+                .revivable(rt.environment(), rt.instance_id(), own_earlier)
                 .await?;
             metrics::gauge!(instruments::REVIVE_CANDIDATES).set(ids.len() as f64);
+            metrics::counter!(instruments::REVIVE_SCANS).increment(1);
+            metrics::counter!(instruments::REVIVE_SCAN_ROWS).increment(ids.len() as u64);
+            metrics::counter!(instruments::REVIVE_SCAN_REDIS_COMMANDS).increment(ids.len() as u64);
             let free = rt
                 .lease
                 .claimable(&ids)
                 .await
                 .map_err(|e| StoreError::Inconsistent(e.to_string()));
-            Ok::<_, StoreError>((ids, free?))
+            Ok::<_, StoreError>((ids, free?, own_found))
         };
-        ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {
+        ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             act.scanning = false;
             match res {
-                Ok((ids, free)) => {
+                Ok((ids, free, own_found)) => {
+                    act.scan_backlog = false;
+                    if own_earlier && own_found == 0 {
+                        // A restart's tables are all back; none can appear
+                        // later, so later scans stop asking.
+                        act.own_earlier_left = false;
+                    }
                     for (id, is_free) in ids.into_iter().zip(free) {
                         if act.hosted.contains_key(&id) || act.pending.contains_key(&id) {
                             continue;
+                        }
+                        if is_free && act.pending.len() >= SCAN_ACQUIRES {
+                            // Thousands of acquisitions at once would starve
+                            // the renews and the liveness beat of Redis and
+                            // Postgres connections; the rest come next.
+                            act.scan_backlog = true;
+                            break;
                         }
                         if is_free {
                             act.host_as(id, Mode::Host, None, ctx);
