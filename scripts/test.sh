@@ -3,7 +3,7 @@
 # test; PITBOSS_SKIP_BROWSER=1 skips both), the exhaustive hand-evaluator
 # check (release build; PITBOSS_SKIP_EXHAUSTIVE=1 skips it for a quick local
 # run), the whole nextest suite (extra arguments go to `cargo nextest run`),
-# then the soak.
+# then the soak and the scan-cost benchmark.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,4 +37,13 @@ if [ "${PITBOSS_SKIP_SOAK:-0}" = "1" ]; then
     echo "test: PITBOSS_SKIP_SOAK=1, skipping the soak"
 else
     cargo nextest run --test soak --run-ignored only --no-capture --retries 0
+fi
+
+# What idle instances cost Redis and Postgres at 1,000 and 10,000 tables: the
+# revive scan must read nothing per hosted table (it asserts so and prints
+# its figures beside the renew's). Alone too; PITBOSS_SKIP_SCALE=1 skips it.
+if [ "${PITBOSS_SKIP_SCALE:-0}" = "1" ]; then
+    echo "test: PITBOSS_SKIP_SCALE=1, skipping the scan-cost benchmark"
+else
+    cargo nextest run --test scan_scale --run-ignored only --no-capture --retries 0
 fi
