@@ -191,6 +191,9 @@ async fn connect_redis(settings: &Settings) -> anyhow::Result<LeaseClient> {
         ),
         None => None,
     };
+    if let Some(nodes) = settings.redis.cluster_nodes() {
+        return connect_redis_cluster(settings, nodes, ca).await;
+    }
     let client = crate::lease::client(url, ca)
         .map_err(|e| anyhow::anyhow!("redis.url is not a Redis URL: {e}"))?;
     let what = format!("Redis {}", client.get_connection_info().addr);
@@ -220,6 +223,41 @@ async fn connect_redis(settings: &Settings) -> anyhow::Result<LeaseClient> {
                 )
                 .await
                 .map_err(redis_attempt)
+            }
+        },
+    )
+    .await
+}
+
+/// Connects to a Redis Cluster through its seed nodes.
+async fn connect_redis_cluster(
+    settings: &Settings,
+    nodes: Vec<String>,
+    ca: Option<Vec<u8>>,
+) -> anyhow::Result<LeaseClient> {
+    let what = format!("Redis Cluster {}", nodes.join(","));
+    let op_timeout = Duration::from_millis(settings.redis.op_timeout_ms);
+    connect_with_retry(
+        &what,
+        "redis.connect_timeout_ms",
+        Duration::from_millis(settings.redis.connect_timeout_ms),
+        op_timeout.saturating_mul(3),
+        || {
+            let (nodes, ca) = (nodes.clone(), ca.clone());
+            async move {
+                let lease = LeaseClient::connect_cluster(
+                    &nodes,
+                    ca,
+                    &settings.instance.environment,
+                    settings.instance_id(),
+                    settings.lease_ttl(),
+                    op_timeout,
+                )
+                .await
+                .map_err(redis_attempt)?;
+                // The cluster client connects lazily: prove a node answers.
+                lease.ping().await.map_err(redis_attempt)?;
+                Ok(lease)
             }
         },
     )

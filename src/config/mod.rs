@@ -114,6 +114,26 @@ pub struct RedisSettings {
     /// the system's trust store.
     #[serde(default)]
     pub tls_ca_file: Option<std::path::PathBuf>,
+    /// Comma-separated seed nodes of a Redis Cluster (`redis://h:p` or
+    /// `rediss://h:p`); set, pitboss talks Redis Cluster through them and
+    /// `url` is not used.
+    #[serde(default)]
+    pub cluster_nodes: Option<String>,
+}
+
+impl RedisSettings {
+    /// The cluster's seed nodes, if a cluster is configured.
+    pub fn cluster_nodes(&self) -> Option<Vec<String>> {
+        let nodes: Vec<String> = self
+            .cluster_nodes
+            .as_deref()?
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .collect();
+        (!nodes.is_empty()).then_some(nodes)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -359,6 +379,18 @@ impl Settings {
                 "config error: redis.op_timeout_ms ({}) must be at most a third of lease.ttl_ms ({}), the renew period",
                 self.redis.op_timeout_ms, self.lease.ttl_ms
             ));
+        }
+        if let Some(nodes) = self.redis.cluster_nodes() {
+            if let Some(bad) = nodes
+                .iter()
+                .find(|n| !(n.starts_with("redis://") || n.starts_with("rediss://")))
+            {
+                return Err(format!(
+                    "config error: redis.cluster_nodes must be redis:// or rediss:// URLs, not {bad:?}"
+                ));
+            }
+        } else if self.redis.cluster_nodes.is_some() {
+            return Err("config error: redis.cluster_nodes is set but names no node".into());
         }
         if self.ws.max_frame_bytes < 128 {
             return Err("config error: ws.max_frame_bytes must be at least 128".into());

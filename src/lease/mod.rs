@@ -5,14 +5,17 @@
 //! are literal: they are the Redis Cluster hash tag, so a table's two keys
 //! share a slot and one script may touch both. Every operation is one Lua
 //! script per table, touching that table's keys only (one slot), and the
-//! batched ones (renew, release) go out as one pipeline: one round trip.
-//! This client speaks to one Redis node.
+//! batched ones (renew, release, the scan's lookups) go out in one round
+//! trip: one pipeline to a single server; on a Redis Cluster, one request
+//! per table, all at once, which the crate's cluster client routes to each
+//! slot's node and multiplexes on that node's connection.
 
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
-use redis::{ErrorKind, Pipeline, Script, Value};
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, Script, Value};
 
 mod instance;
 
@@ -64,6 +67,9 @@ pub enum RenewOutcome {
     Gone,
     /// Someone else's value (another owner, or a later acquire of this id).
     Foreign,
+    /// The table's Redis node did not answer (one node of a cluster down):
+    /// neither confirmed nor lost; the local deadline decides.
+    Unanswered,
 }
 
 impl RenewOutcome {
@@ -72,6 +78,7 @@ impl RenewOutcome {
             RenewOutcome::Renewed => "renewed",
             RenewOutcome::Gone => "gone",
             RenewOutcome::Foreign => "foreign",
+            RenewOutcome::Unanswered => "unanswered",
         }
     }
 }
@@ -83,9 +90,46 @@ pub struct HeldLease {
     pub fence: Fence,
 }
 
+/// One Redis server (reconnecting with backoff), or a Redis Cluster (the
+/// crate's cluster client: it routes each command to its slot's node,
+/// follows MOVED and ASK, and refreshes the topology after a failover).
+#[derive(Clone)]
+pub enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct LeaseClient {
-    conn: ConnectionManager,
+    conn: Conn,
     env: String,
     owner: String,
     ttl: Duration,
@@ -128,12 +172,53 @@ impl LeaseClient {
         .await
         .map_err(|_| LeaseError::Timeout(op_timeout))??;
         Ok(LeaseClient {
-            conn,
+            conn: Conn::Single(conn),
             env: env.to_string(),
             owner: owner.to_string(),
             ttl,
             op_timeout,
         })
+    }
+
+    /// Connects to a Redis Cluster through `nodes` (seed URLs; the rest of
+    /// the cluster is discovered), with a private CA for `rediss://` nodes.
+    pub async fn connect_cluster(
+        nodes: &[String],
+        ca_pem: Option<Vec<u8>>,
+        env: &str,
+        owner: &str,
+        ttl: Duration,
+        op_timeout: Duration,
+    ) -> Result<LeaseClient, LeaseError> {
+        let mut builder = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+            .connection_timeout(op_timeout)
+            .response_timeout(op_timeout)
+            .retries(2)
+            .min_retry_wait(10)
+            .max_retry_wait(RECONNECT_DELAY_MAX_MS);
+        if let Some(root) = ca_pem {
+            builder = builder.certs(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root),
+            });
+        }
+        let client = builder.build()?;
+        let conn =
+            tokio::time::timeout(op_timeout.saturating_mul(2), client.get_async_connection())
+                .await
+                .map_err(|_| LeaseError::Timeout(op_timeout))??;
+        Ok(LeaseClient {
+            conn: Conn::Cluster(conn),
+            env: env.to_string(),
+            owner: owner.to_string(),
+            ttl,
+            op_timeout,
+        })
+    }
+
+    /// Whether this client talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
     }
 
     pub fn owner(&self) -> &str {
@@ -162,9 +247,7 @@ impl LeaseClient {
 
     async fn run<T: redis::FromRedisValue>(
         &self,
-        cmd: impl FnOnce(
-            ConnectionManager,
-        ) -> futures::future::BoxFuture<'static, redis::RedisResult<T>>,
+        cmd: impl FnOnce(Conn) -> futures::future::BoxFuture<'static, redis::RedisResult<T>>,
     ) -> Result<T, LeaseError> {
         tokio::time::timeout(self.op_timeout, cmd(self.conn.clone()))
             .await
@@ -249,77 +332,159 @@ impl LeaseClient {
         }
     }
 
-    /// Renews every given lease in one round trip.
-    pub async fn renew_all(&self, leases: &[HeldLease]) -> Result<Vec<RenewOutcome>, LeaseError> {
-        if leases.is_empty() {
+    /// Sends one command per table, added by `add`, in one round trip and
+    /// answers each table's reply in order. To a single server: one
+    /// pipeline, all or nothing. On a cluster: one request per table (each
+    /// within one slot), all at once; the cluster client routes each to its
+    /// node and multiplexes them on that node's connection, and a node that
+    /// fails fails only its own tables. Script calls go by SHA; a server
+    /// that lost its script cache gets the script and the round again.
+    async fn per_table<T: redis::FromRedisValue + Send + 'static>(
+        &self,
+        script: Option<&'static Script>,
+        n: usize,
+        add: impl Fn(&mut Pipeline, usize),
+    ) -> Result<Vec<Result<T, LeaseError>>, LeaseError> {
+        if n == 0 {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for l in leases {
-            pipe.invoke_script(
-                RENEW
-                    .key(self.lease_key(&l.table))
-                    .arg(self.value(l.fence))
-                    .arg(self.ttl_ms()),
-            );
+        if let Conn::Single(_) = self.conn {
+            let mut pipe = redis::pipe();
+            for i in 0..n {
+                add(&mut pipe, i);
+            }
+            let all: Vec<T> = match script {
+                Some(script) => self.run_scripts(script, pipe).await?,
+                None => {
+                    self.run(move |mut c| Box::pin(async move { pipe.query_async(&mut c).await }))
+                        .await?
+                }
+            };
+            if all.len() != n {
+                return Err(LeaseError::Protocol(format!(
+                    "{} replies for {n} tables",
+                    all.len()
+                )));
+            }
+            return Ok(all.into_iter().map(Ok).collect());
         }
-        let replies: Vec<i64> = self.run_scripts(&RENEW, pipe).await?;
-        if replies.len() != leases.len() {
-            return Err(LeaseError::Protocol(format!(
-                "{} replies for {} leases",
-                replies.len(),
-                leases.len()
-            )));
+        let pipes: Vec<Pipeline> = (0..n)
+            .map(|i| {
+                let mut p = redis::pipe();
+                add(&mut p, i);
+                p
+            })
+            .collect();
+        let mut replies = self.cluster_round(&pipes).await;
+        let lost_scripts = replies.iter().any(
+            |r| matches!(r, Err(LeaseError::Redis(e)) if e.kind() == ErrorKind::NoScriptError),
+        );
+        if let (Some(script), true) = (script, lost_scripts) {
+            // SCRIPT LOAD goes to every node of the cluster.
+            self.run(move |mut c| Box::pin(async move { script.load_async(&mut c).await }))
+                .await?;
+            replies = self.cluster_round(&pipes).await;
+        }
+        Ok(replies)
+    }
+
+    /// One single-command pipeline per table, all sent at once.
+    async fn cluster_round<T: redis::FromRedisValue + Send + 'static>(
+        &self,
+        pipes: &[Pipeline],
+    ) -> Vec<Result<T, LeaseError>> {
+        let op_timeout = self.op_timeout;
+        let calls = pipes.iter().map(|p| {
+            let mut conn = self.conn.clone();
+            let p = p.clone();
+            async move {
+                let reply: Vec<T> = tokio::time::timeout(op_timeout, p.query_async(&mut conn))
+                    .await
+                    .map_err(|_| LeaseError::Timeout(op_timeout))??;
+                reply
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| LeaseError::Protocol("an empty reply".into()))
+            }
+        });
+        futures::future::join_all(calls).await
+    }
+
+    /// Renews every given lease in one round trip. A table whose node could
+    /// not answer (a cluster node down) is `Unanswered`: its lease is
+    /// neither confirmed nor given up, so its local deadline decides.
+    pub async fn renew_all(&self, leases: &[HeldLease]) -> Result<Vec<RenewOutcome>, LeaseError> {
+        let replies: Vec<Result<i64, LeaseError>> = self
+            .per_table(Some(&RENEW), leases.len(), |pipe, i| {
+                let l = &leases[i];
+                pipe.invoke_script(
+                    RENEW
+                        .key(self.lease_key(&l.table))
+                        .arg(self.value(l.fence))
+                        .arg(self.ttl_ms()),
+                );
+            })
+            .await?;
+        if !replies.is_empty() && replies.iter().all(Result::is_err) {
+            // Nothing answered: the renew failed as a whole.
+            if let Some(Err(e)) = replies.into_iter().next() {
+                return Err(e);
+            }
+            return Err(LeaseError::Protocol("no reply".into()));
         }
         replies
             .into_iter()
             .map(|r| match r {
-                1 => Ok(RenewOutcome::Renewed),
-                0 => Ok(RenewOutcome::Gone),
-                2 => Ok(RenewOutcome::Foreign),
-                other => Err(LeaseError::Protocol(format!("renew returned {other}"))),
+                Ok(1) => Ok(RenewOutcome::Renewed),
+                Ok(0) => Ok(RenewOutcome::Gone),
+                Ok(2) => Ok(RenewOutcome::Foreign),
+                Ok(other) => Err(LeaseError::Protocol(format!("renew returned {other}"))),
+                Err(_) => Ok(RenewOutcome::Unanswered),
             })
             .collect()
     }
 
     /// Compare-and-deletes every given lease in one round trip; returns how
-    /// many were still ours.
+    /// many were still ours. One that cannot be reached expires with its
+    /// TTL.
     pub async fn release_all(&self, leases: &[HeldLease]) -> Result<usize, LeaseError> {
-        if leases.is_empty() {
-            return Ok(0);
+        let replies: Vec<Result<i64, LeaseError>> = self
+            .per_table(Some(&RELEASE), leases.len(), |pipe, i| {
+                let l = &leases[i];
+                pipe.invoke_script(
+                    RELEASE
+                        .key(self.lease_key(&l.table))
+                        .arg(self.value(l.fence)),
+                );
+            })
+            .await?;
+        if let Some(Err(e)) = replies.iter().find(|r| r.is_err()) {
+            if replies.iter().all(Result::is_err) {
+                return Err(LeaseError::Protocol(e.to_string()));
+            }
         }
-        let mut pipe = redis::pipe();
-        for l in leases {
-            pipe.invoke_script(
-                RELEASE
-                    .key(self.lease_key(&l.table))
-                    .arg(self.value(l.fence)),
-            );
-        }
-        let replies: Vec<i64> = self.run_scripts(&RELEASE, pipe).await?;
-        Ok(replies.into_iter().filter(|r| *r == 1).count())
+        Ok(replies.into_iter().filter(|r| matches!(r, Ok(1))).count())
     }
 
     /// Which of these tables this owner could take now: no lease at all,
     /// or one held under this owner id (a restart re-takes its own tables).
-    /// One round trip.
+    /// One round trip; a table whose node cannot answer is not claimable
+    /// now.
     pub async fn claimable(&self, tables: &[TableId]) -> Result<Vec<bool>, LeaseError> {
-        if tables.is_empty() {
-            return Ok(Vec::new());
-        }
-        // A pipeline of GETs rather than one MGET: the keys of different
-        // tables may live on different Redis Cluster slots.
-        let mut pipe = redis::pipe();
-        for t in tables {
-            pipe.cmd("GET").arg(self.lease_key(t));
-        }
-        let values: Vec<Option<String>> = self
-            .run(move |mut c| Box::pin(async move { pipe.query_async(&mut c).await }))
+        // GETs rather than one MGET: the keys of different tables may live
+        // on different Redis Cluster slots.
+        let values: Vec<Result<Option<String>, LeaseError>> = self
+            .per_table(None, tables.len(), |pipe, i| {
+                pipe.cmd("GET").arg(self.lease_key(&tables[i]));
+            })
             .await?;
         let mine = format!("{}|", self.owner);
         Ok(values
             .into_iter()
-            .map(|v| v.is_none_or(|v| v.starts_with(&mine)))
+            .map(|v| match v {
+                Ok(v) => v.is_none_or(|v| v.starts_with(&mine)),
+                Err(_) => false,
+            })
             .collect())
     }
 

@@ -27,6 +27,7 @@
 //! it, hence `dead_code` is allowed for the whole harness.
 #![allow(dead_code)]
 
+mod cluster;
 mod db;
 mod http;
 mod process;
@@ -38,6 +39,7 @@ mod ws;
 // Each test binary names only some of these; the rest are unused there.
 #[allow(unused_imports)]
 pub use self::{
+    cluster::RedisCluster,
     db::{admin_pg_url, test_db, with_database, TestDb},
     http::table_config,
     process::strip_ansi,

@@ -104,17 +104,26 @@ pub struct PrivateRedis {
     pub port: u16,
     child: Option<Process>,
     output: Output,
+    /// More `redis-server` arguments (a cluster node's); `{port}` in them
+    /// stands for the port.
+    extra: Vec<String>,
 }
 
 impl PrivateRedis {
     /// Starts a fresh, empty, non-persistent server and waits for PING.
     pub async fn start() -> PrivateRedis {
+        PrivateRedis::start_with(&[]).await
+    }
+
+    /// Like `start`, with more `redis-server` arguments.
+    pub async fn start_with(extra: &[&str]) -> PrivateRedis {
         let mut last_logs = Vec::new();
         for _ in 0..5 {
             let mut redis = PrivateRedis {
                 port: free_port(),
                 child: None,
                 output: Output::default(),
+                extra: extra.iter().map(|a| a.to_string()).collect(),
             };
             if redis.spawn_and_wait(Duration::from_secs(10)).await {
                 return redis;
@@ -242,6 +251,8 @@ impl PrivateRedis {
             .args(["--daemonize", "no", "--protected-mode", "no"])
             .arg("--dir")
             .arg(std::env::temp_dir());
+        let port = self.port.to_string();
+        cmd.args(self.extra.iter().map(|a| a.replace("{port}", &port)));
         cmd
     }
 }

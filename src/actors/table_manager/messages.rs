@@ -164,7 +164,7 @@ impl Handler<RenewReport> for TableManager {
             let Some(h) = hosted else {
                 // I5: the table was released (idle eviction, drain) while the
                 // renew was in flight; losing its lease is expected.
-                if outcome != RenewOutcome::Renewed {
+                if !matches!(outcome, RenewOutcome::Renewed | RenewOutcome::Unanswered) {
                     metrics::counter!(instruments::LEASE_RENEW_BENIGN).increment(1);
                     debug!(table_id = %lease.table, outcome = outcome.label(), "lease of a released table not renewed (benign)");
                 }
@@ -172,6 +172,10 @@ impl Handler<RenewReport> for TableManager {
             };
             match outcome {
                 RenewOutcome::Renewed => h.clock.confirm(msg.sent, ttl),
+                // Its node did not answer: nothing proven either way. The
+                // table pauses at its local deadline and asks for a
+                // re-assert, as when all of Redis is unreachable.
+                RenewOutcome::Unanswered => {}
                 RenewOutcome::Gone | RenewOutcome::Foreign => {
                     // Loud, but not final: the owner takes the lease again
                     // if nobody else holds it and Postgres still holds its

@@ -1,0 +1,225 @@
+//! pitboss on a Redis Cluster (`redis.cluster_nodes`): three masters of the
+//! test's own, two instances, tables whose keys land on every master; a
+//! drain hands every table over within about a second; a killed master
+//! pauses only the tables whose keys it held, and they resume when it comes
+//! back, with nothing frozen and never two dealers.
+
+mod common;
+mod play;
+
+use std::time::{Duration, Instant};
+
+use common::{test_db, unique_env, RedisCluster, Server, ServerConfig};
+use play::{Player, Policy};
+
+fn on_cluster(db: &common::TestDb, cluster: &RedisCluster) -> ServerConfig {
+    ServerConfig::new(db, &unique_env())
+        // Not used while cluster nodes are set.
+        .with_redis(&cluster.nodes[0].url())
+        .with_env("PITBOSS__REDIS__CLUSTER_NODES", &cluster.nodes_csv())
+        .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
+        .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "5000")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_on_a_redis_cluster_play_and_a_drain_hands_every_table_over() {
+    let db = test_db().await;
+    let cluster = RedisCluster::start(3).await;
+    let cfg = on_cluster(&db, &cluster);
+    let env = cfg.environment.clone();
+    let a = Server::start(cfg.clone().with_instance("cluster-a")).await;
+    let b = Server::start(cfg.with_instance("cluster-b")).await;
+
+    let mut tables = Vec::new();
+    for _ in 0..24 {
+        tables.push(play::new_table(&a).await);
+    }
+    // The hash tags spread the tables' keys over every master, and each
+    // table's lease and fence counter share a node.
+    for i in 0..3 {
+        let leases = cluster.keys_on(i, &format!("lease:table:{env}:*")).await;
+        assert!(leases > 0, "node {i} holds no lease");
+    }
+    for t in &tables {
+        let lease = cluster.node_of(&common::lease_key(&env, t)).await;
+        let fence = cluster.node_of(&common::fence_key(&env, t)).await;
+        assert_eq!(lease, fence, "{t}'s keys share a slot");
+    }
+
+    // Two tables played by clients of B (relayed to A).
+    for p in ["alice", "bob", "carol", "dave"] {
+        b.grant(p, 1000).await;
+    }
+    let t1 = tables[0].clone();
+    let t2 = tables[1].clone();
+    let players = vec![
+        (
+            Player::sit(&b, &t1, "alice", 0, 200).await,
+            Policy::CheckCall,
+        ),
+        (Player::sit(&b, &t1, "bob", 1, 200).await, Policy::CheckCall),
+    ];
+    let others = vec![
+        (
+            Player::sit(&b, &t2, "carol", 0, 200).await,
+            Policy::CheckCall,
+        ),
+        (
+            Player::sit(&b, &t2, "dave", 1, 200).await,
+            Policy::CheckCall,
+        ),
+    ];
+    let mut played = play::play_hands(players, &t1, 2, Duration::from_secs(30)).await;
+    played.extend(play::play_hands(others, &t2, 2, Duration::from_secs(30)).await);
+    for p in &played {
+        assert!(
+            p.hands_ended().len() >= 2,
+            "{} played: {:?}",
+            p.name,
+            p.client.seen.last()
+        );
+    }
+
+    a.sigterm();
+    let status = a.wait_exit(Duration::from_secs(20)).await.expect("A exits");
+    assert!(status.success(), "A drained: {status}");
+    let exited = Instant::now();
+    let all_on_b = common::eventually(Duration::from_secs(10), Duration::from_millis(20), || {
+        let (b, tables) = (&b, &tables);
+        async move {
+            let (_, list) = b.admin_get("/admin/tables").await;
+            let rows = list["tables"].as_array().cloned().unwrap_or_default();
+            tables.iter().all(|t| {
+                rows.iter().any(|r| {
+                    r["id"] == t.as_str() && r["owner"] == "cluster-b" && r["state"] == "open"
+                })
+            })
+        }
+    })
+    .await;
+    let took = exited.elapsed();
+    assert!(all_on_b, "B hosts every table");
+    println!("24 tables on a Redis Cluster hosted by B {took:?} after A's exit");
+    assert!(took <= Duration::from_millis(1500), "B took {took:?}");
+
+    // The relayed players follow their table to B and play on.
+    let at_t1: Vec<(Player, Policy)> = played.drain(..2).map(|p| (p, Policy::CheckCall)).collect();
+    let again = play::play_hands(at_t1, &t1, 1, Duration::from_secs(30)).await;
+    for p in &again {
+        assert!(p.client.closed.is_none(), "{} kept its connection", p.name);
+        assert!(
+            p.hands_ended().len() >= 3,
+            "{} played on: {:?}",
+            p.name,
+            p.client.seen.last()
+        );
+    }
+    assert_eq!(b.audit().await["delta"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_cluster_master_pauses_only_its_tables_and_they_resume_when_it_returns() {
+    let db = test_db().await;
+    let mut cluster = RedisCluster::start(3).await;
+    let cfg = on_cluster(&db, &cluster).with_ttl_ms(1500);
+    let env = cfg.environment.clone();
+    let a = Server::start(cfg.with_instance("cluster-a")).await;
+
+    // Two tables whose keys live on different masters.
+    let mut by_node: Vec<Option<String>> = vec![None; 3];
+    for _ in 0..30 {
+        let t = play::new_table(&a).await;
+        let node = cluster.node_of(&common::lease_key(&env, &t)).await;
+        by_node[node].get_or_insert(t);
+        if by_node.iter().filter(|t| t.is_some()).count() >= 2 {
+            break;
+        }
+    }
+    let mut found = by_node
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| Some((i, t.clone()?)));
+    let (victim, hit) = found.next().expect("a table on one node");
+    let (_, spared) = found.next().expect("a table on another node");
+
+    for p in ["alice", "bob", "carol", "dave"] {
+        a.grant(p, 1000).await;
+    }
+    let mut hit_players = vec![
+        Player::sit(&a, &hit, "alice", 0, 200).await,
+        Player::sit(&a, &hit, "bob", 1, 200).await,
+    ];
+    let spared_players = vec![
+        (
+            Player::sit(&a, &spared, "carol", 0, 200).await,
+            Policy::CheckCall,
+        ),
+        (
+            Player::sit(&a, &spared, "dave", 1, 200).await,
+            Policy::CheckCall,
+        ),
+    ];
+
+    cluster.nodes[victim].kill().await;
+    // The table whose node died pauses once its lease cannot be proven...
+    let paused = hit_players[0]
+        .client
+        .recv_type("paused", Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "the hit table paused: {:?}",
+                hit_players[0].client.seen.last()
+            )
+        });
+    assert_eq!(paused["reason"], "redis_unreachable", "{paused}");
+    // ...while the other one deals on.
+    let spared_players =
+        play::play_hands(spared_players, &spared, 2, Duration::from_secs(30)).await;
+    for p in &spared_players {
+        assert!(
+            p.hands_ended().len() >= 2,
+            "{} dealt on: {:?}",
+            p.name,
+            p.client.seen.last()
+        );
+    }
+
+    // The node comes back (its slots, no keys): the owner re-asserts its
+    // lease above Postgres's fence and the table resumes.
+    cluster.nodes[victim].start_again().await;
+    cluster.wait_ok().await;
+    let resumed = hit_players[0]
+        .client
+        .recv_type("resumed", Duration::from_secs(15))
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "the hit table resumed: {:?}",
+                hit_players[0].client.seen.last()
+            )
+        });
+    assert_eq!(resumed["table"], hit.as_str());
+    let both: Vec<(Player, Policy)> = hit_players
+        .drain(..)
+        .map(|p| (p, Policy::CheckCall))
+        .collect();
+    let played = play::play_hands(both, &hit, 2, Duration::from_secs(30)).await;
+    for p in &played {
+        assert!(
+            p.hands_ended().len() >= 2,
+            "{} played on: {:?}",
+            p.name,
+            p.client.seen.last()
+        );
+        assert!(
+            !p.client.seen.iter().any(|v| v["type"] == "frozen"),
+            "{}",
+            p.name
+        );
+    }
+    play::no_freeze_recorded(&a, &hit).await;
+    let view = a.table(&hit).await;
+    assert_eq!(view["owner"], "cluster-a", "{view}");
+    assert_eq!(a.audit().await["delta"], 0);
+}
