@@ -194,6 +194,9 @@ async fn connect_redis(settings: &Settings) -> anyhow::Result<LeaseClient> {
     if let Some(nodes) = settings.redis.cluster_nodes() {
         return connect_redis_cluster(settings, nodes, ca).await;
     }
+    if let Some(sentinels) = settings.redis.sentinel_nodes() {
+        return connect_redis_sentinel(settings, sentinels).await;
+    }
     let client = crate::lease::client(url, ca)
         .map_err(|e| anyhow::anyhow!("redis.url is not a Redis URL: {e}"))?;
     let what = format!("Redis {}", client.get_connection_info().addr);
@@ -235,7 +238,7 @@ async fn connect_redis_cluster(
     nodes: Vec<String>,
     ca: Option<Vec<u8>>,
 ) -> anyhow::Result<LeaseClient> {
-    let what = format!("Redis Cluster {}", nodes.join(","));
+    let what = format!("Redis Cluster {}", addresses(&nodes));
     let op_timeout = Duration::from_millis(settings.redis.op_timeout_ms);
     connect_with_retry(
         &what,
@@ -262,6 +265,53 @@ async fn connect_redis_cluster(
         },
     )
     .await
+}
+
+/// Connects to the master the Sentinels name.
+async fn connect_redis_sentinel(
+    settings: &Settings,
+    sentinels: Vec<String>,
+) -> anyhow::Result<LeaseClient> {
+    let service = settings.redis.sentinel_master.clone().unwrap_or_default();
+    let what = format!(
+        "Redis master {service:?} through Sentinels {}",
+        addresses(&sentinels)
+    );
+    let op_timeout = Duration::from_millis(settings.redis.op_timeout_ms);
+    connect_with_retry(
+        &what,
+        "redis.connect_timeout_ms",
+        Duration::from_millis(settings.redis.connect_timeout_ms),
+        op_timeout.saturating_mul(3),
+        || {
+            let (sentinels, service) = (sentinels.clone(), service.clone());
+            async move {
+                LeaseClient::connect_sentinel(
+                    &sentinels,
+                    &service,
+                    &settings.instance.environment,
+                    settings.instance_id(),
+                    settings.lease_ttl(),
+                    op_timeout,
+                )
+                .await
+                .map_err(redis_attempt)
+            }
+        },
+    )
+    .await
+}
+
+/// `host:port` of each URL, without what a URL may carry besides (a
+/// password), for log lines.
+fn addresses(urls: &[String]) -> String {
+    urls.iter()
+        .map(|u| {
+            redis::IntoConnectionInfo::into_connection_info(u.as_str())
+                .map_or_else(|_| "?".to_string(), |i| i.addr.to_string())
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Takes the port first: a port in use is the most common start failure,

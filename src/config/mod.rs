@@ -118,21 +118,37 @@ pub struct RedisSettings {
     /// `rediss://h:p`); set, pitboss talks Redis Cluster through them and
     /// `url` is not used.
     #[serde(default)]
-    pub cluster_nodes: Option<String>,
+    pub cluster_nodes: Option<SecretString>,
+    /// Comma-separated Sentinels (`redis://h:p`) watching the master named
+    /// `sentinel_master`; set, pitboss talks to the master they name, and
+    /// finds it again after a failover. `url` is not used.
+    #[serde(default)]
+    pub sentinel_nodes: Option<SecretString>,
+    /// The name the Sentinels monitor the master under.
+    #[serde(default)]
+    pub sentinel_master: Option<String>,
+}
+
+/// The non-empty entries of a comma-separated list.
+fn list(raw: Option<&SecretString>) -> Option<Vec<String>> {
+    let nodes: Vec<String> = secrecy::ExposeSecret::expose_secret(raw?)
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .collect();
+    (!nodes.is_empty()).then_some(nodes)
 }
 
 impl RedisSettings {
     /// The cluster's seed nodes, if a cluster is configured.
     pub fn cluster_nodes(&self) -> Option<Vec<String>> {
-        let nodes: Vec<String> = self
-            .cluster_nodes
-            .as_deref()?
-            .split(',')
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(String::from)
-            .collect();
-        (!nodes.is_empty()).then_some(nodes)
+        list(self.cluster_nodes.as_ref())
+    }
+
+    /// The Sentinels, if the master is found through Sentinel.
+    pub fn sentinel_nodes(&self) -> Option<Vec<String>> {
+        list(self.sentinel_nodes.as_ref())
     }
 }
 
@@ -380,17 +396,50 @@ impl Settings {
                 self.redis.op_timeout_ms, self.lease.ttl_ms
             ));
         }
-        if let Some(nodes) = self.redis.cluster_nodes() {
-            if let Some(bad) = nodes
-                .iter()
-                .find(|n| !(n.starts_with("redis://") || n.starts_with("rediss://")))
-            {
-                return Err(format!(
-                    "config error: redis.cluster_nodes must be redis:// or rediss:// URLs, not {bad:?}"
-                ));
+        for (key, nodes, set) in [
+            (
+                "redis.cluster_nodes",
+                self.redis.cluster_nodes(),
+                self.redis.cluster_nodes.is_some(),
+            ),
+            (
+                "redis.sentinel_nodes",
+                self.redis.sentinel_nodes(),
+                self.redis.sentinel_nodes.is_some(),
+            ),
+        ] {
+            match nodes {
+                // The entry is not echoed: it may carry a password.
+                Some(nodes) => {
+                    if let Some(n) = nodes
+                        .iter()
+                        .position(|n| !(n.starts_with("redis://") || n.starts_with("rediss://")))
+                    {
+                        return Err(format!(
+                            "config error: {key} must be redis:// or rediss:// URLs; entry {} is not",
+                            n + 1
+                        ));
+                    }
+                }
+                None if set => return Err(format!("config error: {key} is set but names no node")),
+                None => {}
             }
-        } else if self.redis.cluster_nodes.is_some() {
-            return Err("config error: redis.cluster_nodes is set but names no node".into());
+        }
+        if self.redis.cluster_nodes().is_some() && self.redis.sentinel_nodes().is_some() {
+            return Err(
+                "config error: set redis.cluster_nodes or redis.sentinel_nodes, not both".into(),
+            );
+        }
+        if self.redis.sentinel_nodes().is_some()
+            && self
+                .redis
+                .sentinel_master
+                .as_deref()
+                .is_none_or(str::is_empty)
+        {
+            return Err(
+                "config error: redis.sentinel_nodes needs redis.sentinel_master, the name the Sentinels monitor".into(),
+            );
         }
         if self.ws.max_frame_bytes < 128 {
             return Err("config error: ws.max_frame_bytes must be at least 128".into());

@@ -90,13 +90,68 @@ pub struct HeldLease {
     pub fence: Fence,
 }
 
-/// One Redis server (reconnecting with backoff), or a Redis Cluster (the
+/// One Redis server (reconnecting with backoff), a Redis Cluster (the
 /// crate's cluster client: it routes each command to its slot's node,
-/// follows MOVED and ASK, and refreshes the topology after a failover).
+/// follows MOVED and ASK, and refreshes the topology after a failover), or
+/// the master a set of Sentinels names (asked again after a failure).
 #[derive(Clone)]
 pub enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(SentinelConn),
+}
+
+/// The master of a Sentinel-monitored group: the crate's Sentinel client
+/// finds it (asking the Sentinels, checking its role); a connection error
+/// or a `READONLY` answer (the master was demoted by a failover) drops the
+/// connection, and the next command finds the master again.
+#[derive(Clone)]
+pub struct SentinelConn {
+    client: Arc<tokio::sync::Mutex<redis::sentinel::SentinelClient>>,
+    current: Arc<Mutex<Option<redis::aio::MultiplexedConnection>>>,
+    op_timeout: Duration,
+}
+
+impl SentinelConn {
+    async fn master(&self) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
+        if let Some(c) = self.cached() {
+            return Ok(c);
+        }
+        let mut client = self.client.lock().await;
+        // Someone else may have found it while this one waited.
+        if let Some(c) = self.cached() {
+            return Ok(c);
+        }
+        let master = client.async_get_client().await?;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(self.op_timeout)
+            .set_response_timeout(self.op_timeout);
+        let conn = master
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        if let Ok(mut current) = self.current.lock() {
+            *current = Some(conn.clone());
+        }
+        Ok(conn)
+    }
+
+    fn cached(&self) -> Option<redis::aio::MultiplexedConnection> {
+        self.current.lock().ok().and_then(|c| c.clone())
+    }
+
+    /// After a failure that may mean a failover: find the master again.
+    fn check(&self, e: &redis::RedisError) {
+        if e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_timeout()
+            || e.kind() == ErrorKind::ReadOnly
+        {
+            if let Ok(mut current) = self.current.lock() {
+                *current = None;
+            }
+        }
+    }
 }
 
 impl ConnectionLike for Conn {
@@ -104,6 +159,14 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
+            Conn::Sentinel(s) => Box::pin(async move {
+                let mut c = s.master().await?;
+                let reply = c.req_packed_command(cmd).await;
+                if let Err(e) = &reply {
+                    s.check(e);
+                }
+                reply
+            }),
         }
     }
 
@@ -116,6 +179,14 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Sentinel(s) => Box::pin(async move {
+                let mut c = s.master().await?;
+                let reply = c.req_packed_commands(cmd, offset, count).await;
+                if let Err(e) = &reply {
+                    s.check(e);
+                }
+                reply
+            }),
         }
     }
 
@@ -123,6 +194,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
+            Conn::Sentinel(_) => 0,
         }
     }
 }
@@ -209,6 +281,39 @@ impl LeaseClient {
                 .map_err(|_| LeaseError::Timeout(op_timeout))??;
         Ok(LeaseClient {
             conn: Conn::Cluster(conn),
+            env: env.to_string(),
+            owner: owner.to_string(),
+            ttl,
+            op_timeout,
+        })
+    }
+
+    /// Connects to the master that the Sentinels at `sentinels` name for
+    /// `service`, through the crate's Sentinel client.
+    pub async fn connect_sentinel(
+        sentinels: &[String],
+        service: &str,
+        env: &str,
+        owner: &str,
+        ttl: Duration,
+        op_timeout: Duration,
+    ) -> Result<LeaseClient, LeaseError> {
+        let client = redis::sentinel::SentinelClient::build(
+            sentinels.to_vec(),
+            service.to_string(),
+            None,
+            redis::sentinel::SentinelServerType::Master,
+        )?;
+        let conn = SentinelConn {
+            client: Arc::new(tokio::sync::Mutex::new(client)),
+            current: Arc::new(Mutex::new(None)),
+            op_timeout,
+        };
+        tokio::time::timeout(op_timeout.saturating_mul(2), conn.master())
+            .await
+            .map_err(|_| LeaseError::Timeout(op_timeout))??;
+        Ok(LeaseClient {
+            conn: Conn::Sentinel(conn),
             env: env.to_string(),
             owner: owner.to_string(),
             ttl,
@@ -348,7 +453,7 @@ impl LeaseClient {
         if n == 0 {
             return Ok(Vec::new());
         }
-        if let Conn::Single(_) = self.conn {
+        if !self.is_cluster() {
             let mut pipe = redis::pipe();
             for i in 0..n {
                 add(&mut pipe, i);

@@ -32,6 +32,7 @@ mod db;
 mod http;
 mod process;
 mod redis;
+mod sentinel;
 mod server;
 mod wait;
 mod ws;
@@ -47,6 +48,7 @@ pub use self::{
         clear_env_keys, fence_key, lease_key, redis_answers, redis_conn, shared_redis_url,
         unique_env, PrivateRedis,
     },
+    sentinel::{RedisSentinel, SENTINEL_MASTER},
     server::{
         mint_token, parse_addr_field, Server, ServerConfig, StartFailure, ADMIN_TOKEN, AUTH_SECRET,
     },

@@ -31,7 +31,7 @@ pub fn fence_key(env: &str, table: &str) -> String {
     format!("fence:table:{env}:{{{table}}}")
 }
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     // The port is free the moment the listener drops; a race with another
     // process is possible, so callers that bind it retry with a new one.
     TcpListener::bind("127.0.0.1:0")
