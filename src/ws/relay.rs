@@ -217,10 +217,13 @@ async fn relay(args: &RelayStart, rx: &mut mpsc::Receiver<String>) -> Ending {
                     if !args.backlog.admit(text.len(), cap) {
                         return Ending::Close { code: 1008, reason: "too_slow".into() };
                     }
-                    if args.out.try_send(Outbound::Frame(Arc::from(text.as_str()))).is_err() {
+                    if !args.out.connected() {
                         // The client's session is gone.
                         return Ending::Ended;
                     }
+                    // Like a table's fan-out: the backlog, not the mailbox's
+                    // capacity, bounds what waits for a slow client.
+                    args.out.do_send(Outbound::Frame(Arc::from(text.as_str())));
                     if ends {
                         let _ = ws.close(None).await;
                         return Ending::Ended;

@@ -2,18 +2,25 @@
 //! server through its public API only — the admin HTTP API and one player
 //! WebSocket per bot — and checks on the way out that no chip went missing.
 //!
-//! Each bot is one tokio task holding one connection. It joins and sits,
-//! answers its own `turn` events with a random action taken from the turn's
-//! `legal` list (now and then leaving the turn to the server's action clock),
-//! rebuys when it busts, and leaves its seat at the end so its wallet gets
-//! the chips back. The run then reads `GET /admin/audit`.
+//! Each bot is one tokio task holding one connection at a time. It joins and
+//! sits, answers its own `turn` events with a random action taken from the
+//! turn's `legal` list (now and then leaving the turn to the server's action
+//! clock), rebuys when it busts, and leaves its seat at the end so its wallet
+//! gets the chips back. The run then reads `GET /admin/audit`.
+//!
+//! Several `--url`s spread the tables and the bots over a cluster's
+//! instances. Instances may drain, crash or hand tables over mid-run: a bot
+//! whose connection ends connects again and carries on, and a bot whose
+//! table changes owner re-syncs to the new hosting's snapshot.
 //!
 //! # Layout
 //!
 //! - `options`: the command line.
+//! - `endpoints`: the server's URLs, which tables and bots go to which, and
+//!   the back-off between reconnects.
 //! - `admin`: the admin HTTP API client (tables, wallets, player tokens, audit).
 //! - `run`: set-up, supervision and wind-down of a run.
-//! - `bot`: one bot's WebSocket loop.
+//! - `bot`: one bot's WebSocket loop, its reconnects and re-syncs.
 //! - `actions`, `turns`: what a bot plays, and how it tells the action
 //!   clock's races from protocol errors.
 //! - `shared`, `stats`: what the bots share and count.
@@ -22,6 +29,7 @@
 mod actions;
 mod admin;
 mod bot;
+mod endpoints;
 mod options;
 mod report;
 mod run;

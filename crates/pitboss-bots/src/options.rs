@@ -13,7 +13,9 @@ Creates tables on a running pitboss server, seats bots that play random legal
 actions over WebSockets, then leaves the seats and prints a summary and the
 server's chip audit.
 
-  --url URL           server base URL (default http://127.0.0.1:8080)
+  --url URL[,URL...]  server base URL (default http://127.0.0.1:8080); give
+                      several (repeated or comma-separated) to spread the
+                      tables and bots over the instances, or one load balancer
   --admin-token T     the server's admin bearer token (default: the
                       PITBOSS__ADMIN__TOKEN environment variable)
   --tables N          tables to create (default 1)
@@ -31,6 +33,12 @@ server's chip audit.
 
 The bots use only the server's public API: the admin API (which also mints
 their player tokens, POST /admin/players/{player}/token) and the WebSocket.
+
+With n URLs, table t is created through URL t % n and bot p of table t
+connects through URL (t + p) % n. A bot whose connection ends (a drain, a
+crash) connects again, to the next URL when its own does not answer, and
+rejoins its table; the summary counts these reconnects.
+
 Exit status 0 only when no protocol error was seen, every seat was left and
 the audit delta is 0; 2 for a usage error or a missing admin token.";
 
@@ -43,8 +51,8 @@ pub const MAX_SEATS: usize = 10;
 
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Base URL without a trailing slash.
-    pub url: String,
+    /// Base URLs without a trailing slash, in the order given; never empty.
+    pub urls: Vec<String>,
     admin_token: Option<String>,
     pub tables: usize,
     pub players: usize,
@@ -64,6 +72,25 @@ pub enum Parsed {
     Help,
 }
 
+/// The URLs of one `--url` value: a comma-separated list, each `http://`
+/// and without a trailing slash.
+fn urls(raw: &str) -> Result<Vec<String>, String> {
+    raw.split(',')
+        .map(|u| {
+            let u = u.trim().trim_end_matches('/');
+            if u.is_empty() {
+                Err(format!("--url has an empty entry in {raw:?}"))
+            } else if !u.starts_with("http://") || u.len() == "http://".len() {
+                Err(format!(
+                    "--url must start with http:// (this build has no TLS), not {u:?}"
+                ))
+            } else {
+                Ok(u.to_string())
+            }
+        })
+        .collect()
+}
+
 fn number<T: FromStr>(flag: &str, raw: &str) -> Result<T, String> {
     raw.parse()
         .map_err(|_| format!("{flag} needs a number, not {raw:?}"))
@@ -71,8 +98,9 @@ fn number<T: FromStr>(flag: &str, raw: &str) -> Result<T, String> {
 
 impl Options {
     pub fn parse(args: &[&str]) -> Result<Parsed, String> {
+        let mut given_urls: Vec<String> = Vec::new();
         let mut o = Options {
-            url: "http://127.0.0.1:8080".into(),
+            urls: vec!["http://127.0.0.1:8080".into()],
             admin_token: None,
             tables: 1,
             players: 4,
@@ -101,7 +129,7 @@ impl Options {
                 "-h" | "--help" => return Ok(Parsed::Help),
                 "--no-progress" => o.progress = false,
                 "--dump-errors" => o.dump_errors = true,
-                "--url" => o.url = value()?.trim_end_matches('/').to_string(),
+                "--url" => given_urls.extend(urls(value()?)?),
                 "--admin-token" => o.admin_token = Some(value()?.to_string()),
                 "--tables" => o.tables = number(flag, value()?)?,
                 "--players" => o.players = number(flag, value()?)?,
@@ -140,11 +168,14 @@ impl Options {
         if !(o.max_rate.is_finite() && o.max_rate >= 1.0) {
             return Err("--max-rate must be at least 1".into());
         }
-        if !o.url.starts_with("http://") {
-            return Err(format!(
-                "--url must start with http:// (this build has no TLS), not {:?}",
-                o.url
-            ));
+        for (i, u) in given_urls.iter().enumerate() {
+            // A URL listed twice would get twice the share of tables and bots.
+            if given_urls[..i].contains(u) {
+                return Err(format!("--url lists {u} more than once"));
+            }
+        }
+        if !given_urls.is_empty() {
+            o.urls = given_urls;
         }
         if o.hands.is_none() && o.duration.is_none() {
             o.duration = Some(Duration::from_secs(30));
@@ -176,7 +207,7 @@ mod tests {
     #[test]
     fn options_have_the_documented_defaults_and_parse_both_forms() {
         let o = opts(&[]);
-        assert_eq!(o.url, "http://127.0.0.1:8080");
+        assert_eq!(o.urls, ["http://127.0.0.1:8080"]);
         assert_eq!((o.tables, o.players, o.buy_in), (1, 4, 200));
         assert_eq!(o.duration, Some(Duration::from_secs(30)));
         let o = opts(&[
@@ -191,7 +222,7 @@ mod tests {
             "7",
             "--no-progress",
         ]);
-        assert_eq!(o.url, "http://h:1");
+        assert_eq!(o.urls, ["http://h:1"]);
         assert_eq!(
             (o.tables, o.players, o.hands, o.seed),
             (2, 3, Some(30), Some(7))
@@ -211,10 +242,29 @@ mod tests {
             &["--tables"],
             &["--hands", "x"],
             &["--url", "https://x"],
+            &["--url", "http://a:1,https://b:2"],
+            &["--url", "http://a:1,"],
+            &["--url", "http://"],
+            &["--url", "http://a:1", "--url", "http://a:1/"],
             &["--frobnicate"],
         ] {
             assert!(Options::parse(args).is_err(), "{args:?} accepted");
         }
+    }
+
+    #[test]
+    fn several_urls_may_be_repeated_or_comma_separated_and_keep_their_order() {
+        let o = opts(&[
+            "--url",
+            "http://a:8080/, http://b:8080",
+            "--url=http://c:8080",
+        ]);
+        assert_eq!(o.urls, ["http://a:8080", "http://b:8080", "http://c:8080"]);
+        // Any --url replaces the default rather than adding to it.
+        assert_eq!(opts(&["--url", "http://lb:80"]).urls, ["http://lb:80"]);
+        let err = Options::parse(&["--url", "http://a:1,http://b:2", "--url", "http://a:1"])
+            .expect_err("a URL listed twice");
+        assert!(err.contains("http://a:1"), "{err}");
     }
 
     #[test]

@@ -62,7 +62,6 @@ pub async fn finish(shared: &Shared, tables: &[String], bots: &[BotCfg], ending:
         unfinished,
         bound,
     } = ending;
-    let opts = &shared.opts;
     let stats = &shared.stats;
     let mut failures = Vec::new();
     match reason {
@@ -161,7 +160,7 @@ pub async fn finish(shared: &Shared, tables: &[String], bots: &[BotCfg], ending:
     let mut line = |k: &str, v: String| text.push_str(&format!("{k}: {v}\n"));
     line(
         "pitboss-bots",
-        format!("run {run_id}, seed {seed}, {}", opts.url),
+        format!("run {run_id}, seed {seed}, {}", shared.urls.describe()),
     );
     line("stopped", format!("{} after {secs:.1}s", reason.describe()));
     line("tables", tables.len().to_string());
@@ -193,6 +192,14 @@ pub async fn finish(shared: &Shared, tables: &[String], bots: &[BotCfg], ending:
         ),
     );
     line("rebuys", get(&stats.rebuys).to_string());
+    line("reconnects", get(&stats.reconnects).to_string());
+    line(
+        "re-syncs",
+        format!(
+            "{} (snapshots after the first: a table's new owner, a rejoin, a pause ending)",
+            get(&stats.resyncs)
+        ),
+    );
     if get(&stats.voided) > 0 {
         line("voided hands", get(&stats.voided).to_string());
     }

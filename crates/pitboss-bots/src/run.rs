@@ -13,29 +13,27 @@ use tokio::task::JoinHandle;
 
 use crate::admin::Admin;
 use crate::bot::{run_bot, BotCfg};
+use crate::endpoints::{bot_url, table_url, Endpoints};
 use crate::options::{Options, MAX_SEATS};
 use crate::report::{self, Ending, Report, StopReason};
 use crate::shared::Shared;
 use crate::stats::ms;
 
-fn ws_base(url: &str) -> anyhow::Result<String> {
-    url.strip_prefix("http://")
-        .map(|rest| format!("ws://{rest}"))
-        .ok_or_else(|| anyhow!("--url must start with http://"))
-}
-
 pub async fn run(opts: Options, admin_token: String) -> anyhow::Result<Report> {
     let mut rng = rand::thread_rng();
     let run_id = format!("{:06x}", rng.gen::<u32>() & 0xff_ffff);
     let seed = opts.seed.unwrap_or_else(|| rng.gen());
-    let admin = Admin::new(opts.url.clone(), admin_token)?;
+    let urls =
+        Endpoints::new(&opts.urls).ok_or_else(|| anyhow!("--url must start with http://"))?;
+    let n = urls.count();
+    let admin = Admin::new(urls.clone(), admin_token)?;
     // Read-only, so a wrong URL or admin token fails before anything exists.
-    admin.audit().await?;
+    admin.check_each().await?;
 
     let seats = opts.players.clamp(2, MAX_SEATS);
     let mut tables = Vec::with_capacity(opts.tables);
-    for _ in 0..opts.tables {
-        tables.push(admin.create_table(seats).await?);
+    for t in 0..opts.tables {
+        tables.push(admin.create_table(table_url(t, n), seats).await?);
     }
     let mut bots = Vec::new();
     let mut granted = 0;
@@ -55,10 +53,11 @@ pub async fn run(opts: Options, admin_token: String) -> anyhow::Result<Report> {
                 counts_hands: p == 0,
                 buy_in: opts.buy_in,
                 seed: seed ^ mix,
+                url: bot_url(t, p, n),
             });
         }
     }
-    let shared = Arc::new(Shared::new(opts.clone(), admin, ws_base(&opts.url)?));
+    let shared = Arc::new(Shared::new(opts.clone(), admin, urls));
     shared.stats.granted.fetch_add(granted, Ordering::Relaxed);
 
     let started = Instant::now();
@@ -120,11 +119,12 @@ async fn supervise(shared: &Shared, handles: &[JoinHandle<()>], started: Instant
                 None => bar.set_position(u64::try_from(elapsed.as_millis()).unwrap_or(0)),
             }
             bar.set_message(format!(
-                "{hands} hands  {:.1}/s  p50 {}  p99 {}  errors {}",
+                "{hands} hands  {:.1}/s  p50 {}  p99 {}  errors {}  reconnects {}",
                 hands as f64 / elapsed.as_secs_f64().max(0.001),
                 q(0.5),
                 q(0.99),
-                stats.protocol_errors.load(Ordering::Relaxed)
+                stats.protocol_errors.load(Ordering::Relaxed),
+                stats.reconnects.load(Ordering::Relaxed)
             ));
         }
         if opts.hands.is_some_and(|h| hands >= h) {

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::admin::Admin;
+use crate::endpoints::Endpoints;
 use crate::options::Options;
 use crate::stats::Stats;
 
@@ -14,8 +15,7 @@ const DEFAULT_ACTION_CLOCK: Duration = Duration::from_secs(20);
 pub struct Shared {
     pub opts: Options,
     pub admin: Admin,
-    /// `ws://host:port`
-    pub ws_base: String,
+    pub urls: Endpoints,
     pub stats: Stats,
     pub start: Instant,
     /// The smallest (local wall clock − server send time) seen on any turn,
@@ -30,11 +30,11 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(opts: Options, admin: Admin, ws_base: String) -> Shared {
+    pub fn new(opts: Options, admin: Admin, urls: Endpoints) -> Shared {
         Shared {
             opts,
             admin,
-            ws_base,
+            urls,
             stats: Stats::default(),
             start: Instant::now(),
             clock_offset_ms: AtomicI64::new(i64::MAX),
@@ -78,6 +78,38 @@ impl Shared {
         }
         turn_time_left(&self.clock_offset_ms, wall_ms(), deadline_ms, timeout_ms)
     }
+
+    /// How long the server will still wait for a turn found in a snapshot,
+    /// which says only when the clock runs out (`None`: it is about to be
+    /// restarted in full, as after a pause).
+    pub fn snapshot_time_left(&self, deadline_ms: Option<i64>) -> Duration {
+        let clock = self.action_clock();
+        match deadline_ms {
+            None => clock,
+            Some(deadline) => deadline_time_left(
+                self.clock_offset_ms.load(Ordering::Relaxed),
+                wall_ms(),
+                deadline,
+            )
+            .min(clock),
+        }
+    }
+}
+
+/// How long until a deadline read off the server's wall clock. The best
+/// offset seen on `turn`s (our clock minus the server's, plus the quickest
+/// delivery) converts it to ours; a snapshot taken in the middle of a turn
+/// cannot teach it anything, as it was not sent when the turn began.
+fn deadline_time_left(best_offset: i64, now_ms: i64, deadline_ms: i64) -> Duration {
+    let left = if best_offset == i64::MAX {
+        // No turn seen yet: the wall clocks are all there is.
+        deadline_ms.saturating_sub(now_ms)
+    } else {
+        deadline_ms
+            .saturating_add(best_offset)
+            .saturating_sub(now_ms)
+    };
+    Duration::from_millis(u64::try_from(left).unwrap_or(0))
 }
 
 /// How long the server will still wait for a turn, judged without trusting
@@ -127,6 +159,26 @@ mod tests {
         // Without timeout_ms the wall clocks are all there is.
         assert_eq!(
             turn_time_left(&best, 1000, 1250, None),
+            Duration::from_millis(250)
+        );
+    }
+
+    #[test]
+    fn a_snapshot_deadline_is_read_through_the_best_offset_seen() {
+        // Our clock runs 5 s behind the server's; the quickest turn took 2 ms.
+        let best = -5000 + 2;
+        let now = 1_000_000;
+        let deadline = now + 5000 + 300;
+        assert_eq!(
+            deadline_time_left(best, now, deadline),
+            Duration::from_millis(302)
+        );
+        assert_eq!(
+            deadline_time_left(best, now + 400, deadline),
+            Duration::ZERO
+        );
+        assert_eq!(
+            deadline_time_left(i64::MAX, now, now + 250),
             Duration::from_millis(250)
         );
     }

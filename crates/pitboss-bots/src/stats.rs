@@ -104,6 +104,11 @@ pub struct Stats {
     /// An act overtaken by the clock (or by the wind-down): a benign race.
     pub stale: AtomicU64,
     pub rebuys: AtomicU64,
+    /// New connections after one was lost (a drain, a crash, a network cut).
+    pub reconnects: AtomicU64,
+    /// Snapshots after the first on one connection or after a reconnect: a
+    /// table's new hosting, or its state after a pause.
+    pub resyncs: AtomicU64,
     pub granted: AtomicU64,
     pub protocol_errors: AtomicU64,
     /// Milliseconds since the start at which the last hand completed.

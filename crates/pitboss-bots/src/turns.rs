@@ -35,8 +35,9 @@ enum Outcome {
     RefusedFirst(&'static str),
     /// Refused because the clock beat it: a benign race.
     Stale,
-    /// The hand was voided (or ended by the others leaving) with our act
-    /// unanswered; a refusal may follow.
+    /// The hand was voided (or ended by the others leaving), or the table's
+    /// owner changed or the connection was lost, with our act unanswered; a
+    /// refusal may follow.
     Voided,
     /// Settled as a protocol error.
     Failed,
@@ -45,6 +46,7 @@ enum Outcome {
 #[derive(Debug, Clone)]
 struct Turn {
     hand: u64,
+    decision: u64,
     sent: Option<(&'static str, Instant)>,
     outcome: Outcome,
 }
@@ -99,14 +101,15 @@ impl TurnBook {
         }
     }
 
-    /// A `turn` event for our seat.
-    pub fn open(&mut self, hand: u64) -> Effects {
+    /// A `turn` event for our seat, or a snapshot showing our turn.
+    pub fn open(&mut self, hand: u64, decision: u64) -> Effects {
         let mut fx = Effects::default();
         if let Some(t) = self.current.take() {
             self.retire(t, &mut fx);
         }
         self.current = Some(Turn {
             hand,
+            decision,
             sent: None,
             outcome: Outcome::Open,
         });
@@ -202,28 +205,7 @@ impl TurnBook {
     pub fn hand_over(&mut self, hand: u64, forgive: bool) -> Effects {
         let mut fx = Effects::default();
         for t in self.turns_mut().filter(|t| t.hand <= hand) {
-            match t.outcome {
-                Outcome::Open if t.sent.is_some() && forgive => t.outcome = Outcome::Voided,
-                Outcome::RefusedFirst(_) if forgive => {
-                    t.outcome = Outcome::Stale;
-                    fx.stale += 1;
-                }
-                Outcome::Open if t.sent.is_some() => {
-                    fx.errors.push(format!(
-                        "act for hand {} got neither an action event nor an error before the hand ended",
-                        t.hand
-                    ));
-                    t.outcome = Outcome::Failed;
-                }
-                Outcome::RefusedFirst(code) => {
-                    fx.errors.push(format!(
-                        "act for hand {} refused with {code}, but the action clock had not acted for us",
-                        t.hand
-                    ));
-                    t.outcome = Outcome::Failed;
-                }
-                _ => {}
-            }
+            Self::close(t, forgive, &mut fx);
         }
         if self.current.as_ref().is_some_and(|t| t.hand <= hand) {
             if let Some(t) = self.current.take() {
@@ -231,6 +213,78 @@ impl TurnBook {
             }
         }
         fx
+    }
+
+    /// What is still unexplained about a turn whose hand is over.
+    fn close(t: &mut Turn, forgive: bool, fx: &mut Effects) {
+        match t.outcome {
+            Outcome::Open if t.sent.is_some() && forgive => t.outcome = Outcome::Voided,
+            Outcome::RefusedFirst(_) if forgive => {
+                t.outcome = Outcome::Stale;
+                fx.stale += 1;
+            }
+            Outcome::Open if t.sent.is_some() => {
+                fx.errors.push(format!(
+                    "act for hand {} got neither an action event nor an error before the hand ended",
+                    t.hand
+                ));
+                t.outcome = Outcome::Failed;
+            }
+            Outcome::RefusedFirst(code) => {
+                fx.errors.push(format!(
+                    "act for hand {} refused with {code}, but the action clock had not acted for us",
+                    t.hand
+                ));
+                t.outcome = Outcome::Failed;
+            }
+            _ => {}
+        }
+    }
+
+    /// Our act may never be answered: it was refused while the table's
+    /// owner was changing (`unavailable`), or the connection it went out on
+    /// is gone. The turn comes back (a snapshot or a replayed `turn`) or the
+    /// clock acts; either way the act is no protocol error.
+    pub fn interrupt(&mut self) {
+        for t in self.turns_mut() {
+            if t.outcome == Outcome::Open && t.sent.is_some() {
+                t.outcome = Outcome::Voided;
+            }
+        }
+    }
+
+    /// Acts sent and not answered yet, nor written off.
+    pub fn unanswered(&mut self) -> u32 {
+        let n = self
+            .turns_mut()
+            .filter(|t| t.outcome == Outcome::Open && t.sent.is_some())
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// A snapshot after the first: the table's new hosting (a drain, a
+    /// crash, a move), a rejoin, or the table resuming after a pause. What
+    /// it shows replaces whatever the events before it would have said: the
+    /// hand our turns belonged to went on there, or was voided, or never
+    /// got recorded and is dealt again under the same number. So every turn
+    /// remembered is closed leniently — except the one the snapshot shows
+    /// still open (`pending`: its hand and decision), when our act for it is
+    /// still on its way; then it is kept, and `true` says not to answer it
+    /// again.
+    pub fn rebase(&mut self, pending: Option<(u64, u64)>) -> (Effects, bool) {
+        let mut fx = Effects::default();
+        let in_flight = self.current.as_ref().is_some_and(|t| {
+            pending == Some((t.hand, t.decision)) && t.sent.is_some() && t.outcome == Outcome::Open
+        });
+        let kept = if in_flight { self.current.take() } else { None };
+        for t in self.turns_mut() {
+            Self::close(t, true, &mut fx);
+        }
+        if let Some(t) = self.current.take() {
+            self.retire(t, &mut fx);
+        }
+        self.current = kept;
+        (fx, in_flight)
     }
 
     /// Everything still remembered is final (the bot is done).
@@ -254,7 +308,7 @@ mod tests {
     fn an_answered_act_yields_its_latency() {
         let mut book = TurnBook::default();
         let t0 = Instant::now();
-        book.open(3);
+        book.open(3, 1);
         book.sent("raise", t0);
         let fx = book.on_action(3, "all_in", t0 + Duration::from_millis(2), true);
         assert_eq!(fx, Effects::default());
@@ -267,7 +321,7 @@ mod tests {
     #[test]
     fn a_turn_left_alone_counts_one_time_out() {
         let mut book = TurnBook::default();
-        book.open(1);
+        book.open(1, 1);
         let fx = book.on_action(1, "fold", Instant::now(), true);
         assert_eq!(fx.timeouts, 1);
         assert_eq!(book.finish(), Effects::default());
@@ -278,14 +332,14 @@ mod tests {
         let now = Instant::now();
         // The clock's fold arrives first, then the refusal of our call.
         let mut book = TurnBook::default();
-        book.open(5);
+        book.open(5, 1);
         book.sent("call", now);
         assert_eq!(book.on_action(5, "fold", now, true).timeouts, 1);
         let fx = book.on_refusal("not_your_turn", "");
         assert_eq!((fx.stale, fx.errors.len()), (1, 0));
         // The refusal arrives first; the clock's check explains it.
         let mut book = TurnBook::default();
-        book.open(5);
+        book.open(5, 1);
         book.sent("bet", now);
         assert_eq!(book.on_refusal("not_your_turn", ""), Effects::default());
         let fx = book.on_action(5, "check", now, true);
@@ -294,7 +348,7 @@ mod tests {
         // Our check "answered" by the clock's check: the late stale_hand
         // refusal shows it was the clock's, and no latency is kept.
         let mut book = TurnBook::default();
-        book.open(6);
+        book.open(6, 1);
         book.sent("check", now);
         book.on_action(6, "check", now, true);
         book.hand_over(6, false);
@@ -308,19 +362,65 @@ mod tests {
         let now = Instant::now();
         // The others' leaves end the hand; our act's refusal comes after.
         let mut book = TurnBook::default();
-        book.open(9);
+        book.open(9, 1);
         book.sent("call", now);
         assert_eq!(book.hand_over(9, true), Effects::default());
         let fx = book.on_refusal("no_hand_in_progress", "");
         assert_eq!((fx.stale, fx.errors.len()), (1, 0));
         // ... or before it (the session writes a refusal ahead of the
         // events queued while it waited for the table).
-        book.open(10);
+        book.open(10, 1);
         book.sent("raise", now);
         assert_eq!(book.on_refusal("stale_hand", ""), Effects::default());
         let fx = book.hand_over(10, true);
         assert_eq!((fx.stale, fx.errors.len()), (1, 0));
         assert_eq!(book.finish(), Effects::default());
+    }
+
+    #[test]
+    fn an_owner_change_closes_the_turns_it_interrupted_without_errors() {
+        let now = Instant::now();
+        // Refused `unavailable` while the owner changed: the hand is never
+        // finished by this hosting, and nothing is left to explain.
+        let mut book = TurnBook::default();
+        book.open(7, 3);
+        book.sent("call", now);
+        book.interrupt();
+        assert_eq!(book.hand_over(7, false), Effects::default());
+        // The new hosting's snapshot shows hand 7 dealt again under the same
+        // number: the old hand's refused act and its unanswered one are
+        // closed, and a late race refusal is a benign one.
+        let mut book = TurnBook::default();
+        book.open(7, 4);
+        book.sent("bet", now);
+        book.on_refusal("not_your_turn", "");
+        book.open(7, 5);
+        book.sent("raise", now);
+        let (fx, in_flight) = book.rebase(Some((7, 2)));
+        assert!(!in_flight);
+        assert_eq!((fx.stale, fx.errors.len()), (1, 0));
+        assert_eq!(book.on_refusal("stale_hand", "").errors.len(), 0);
+        assert!(book.hand_over(7, false).errors.is_empty());
+        assert!(book.finish().errors.is_empty());
+    }
+
+    #[test]
+    fn a_snapshot_showing_the_turn_our_act_answers_keeps_it() {
+        let now = Instant::now();
+        let mut book = TurnBook::default();
+        book.open(4, 6);
+        book.sent("call", now);
+        let (fx, in_flight) = book.rebase(Some((4, 6)));
+        assert_eq!((fx, in_flight), (Effects::default(), true));
+        let fx = book.on_action(4, "call", now + Duration::from_millis(3), true);
+        assert_eq!(fx, Effects::default());
+        assert_eq!(book.finish().latencies, vec![Duration::from_millis(3)]);
+        // Refused meanwhile: answer the turn again.
+        let mut book = TurnBook::default();
+        book.open(4, 6);
+        book.sent("call", now);
+        book.interrupt();
+        assert!(!book.rebase(Some((4, 6))).1);
     }
 
     #[test]
@@ -330,16 +430,16 @@ mod tests {
         assert_eq!(book.on_refusal("illegal_action", "no").errors.len(), 1);
         assert_eq!(book.on_refusal("not_your_turn", "").errors.len(), 1);
         // Refused, and the hand ends without the clock acting for us.
-        book.open(2);
+        book.open(2, 1);
         book.sent("call", now);
         book.on_refusal("not_your_turn", "");
         assert_eq!(book.hand_over(2, false).errors.len(), 1);
         // An act that got nothing at all by the end of its hand.
-        book.open(3);
+        book.open(3, 1);
         book.sent("call", now);
         assert_eq!(book.hand_over(3, false).errors.len(), 1);
         // A raise answered by a check is the clock's, and needs a refusal.
-        book.open(4);
+        book.open(4, 1);
         book.sent("raise", now);
         book.on_action(4, "check", now, true);
         book.hand_over(4, false);
