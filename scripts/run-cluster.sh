@@ -41,6 +41,9 @@ bin="$root/target/release/pitboss"
 export PITBOSS__DATABASE__URL="postgres://postgres@127.0.0.1:5432/$db"
 export PITBOSS__HTTP__HOST=127.0.0.1
 pids=()
+# The instances run in sessions of their own, so Ctrl-C reaches only this
+# script, which passes one TERM to each: a second signal would force an
+# instance to release its leases without finishing its hands.
 stop() {
     trap - INT TERM
     echo "run-cluster: draining all three"
@@ -56,7 +59,7 @@ for n in 1 2 3; do
     PITBOSS__INSTANCE__ID=$id \
         PITBOSS__HTTP__PORT=$port \
         PITBOSS__INSTANCE__ADVERTISE_URL="http://127.0.0.1:$port" \
-        "$bin" serve > >(sed -u "s/^/[$id] /") 2>&1 &
+        setsid "$bin" serve > >(sed -u "s/^/[$id] /") 2>&1 &
     pids+=($!)
 done
 
