@@ -24,7 +24,7 @@ use crate::actors::table_manager::TableManager;
 use crate::auth::TokenSigner;
 use crate::config::Settings;
 use crate::http::{routes, AppState};
-use crate::lease::{Claim, ClaimError, LeaseClient, LeaseClock, LeaseError, Registration};
+use crate::lease::{Claim, ClaimError, LeaseClient, LeaseClock, LeaseError, Registration, Target};
 use crate::runtime::Runtime;
 use crate::store::{Budgets, Store};
 
@@ -183,112 +183,42 @@ fn redis_attempt(e: LeaseError) -> Attempt {
 /// Waits until Redis answers, within `redis.connect_timeout_ms`; each
 /// connection attempt is bounded by `redis.op_timeout_ms`.
 async fn connect_redis(settings: &Settings) -> anyhow::Result<LeaseClient> {
-    let url = settings.redis.url.expose_secret();
-    let ca = match &settings.redis.tls_ca_file {
+    let redis = &settings.redis;
+    let ca = match &redis.tls_ca_file {
         Some(path) => Some(
             std::fs::read(path)
                 .with_context(|| format!("redis.tls_ca_file: could not read {}", path.display()))?,
         ),
         None => None,
     };
-    if let Some(nodes) = settings.redis.cluster_nodes() {
-        return connect_redis_cluster(settings, nodes, ca).await;
-    }
-    if let Some(sentinels) = settings.redis.sentinel_nodes() {
-        return connect_redis_sentinel(settings, sentinels).await;
-    }
-    let client = crate::lease::client(url, ca)
-        .map_err(|e| anyhow::anyhow!("redis.url is not a Redis URL: {e}"))?;
-    let what = format!("Redis {}", client.get_connection_info().addr);
-    let op_timeout = Duration::from_millis(settings.redis.op_timeout_ms);
+    let (target, what) = if let Some(nodes) = redis.cluster_nodes() {
+        let what = format!("Redis Cluster {}", addresses(&nodes));
+        (Target::Cluster { nodes, ca }, what)
+    } else if let Some(sentinels) = redis.sentinel_nodes() {
+        let master = redis.sentinel_master.clone().unwrap_or_default();
+        let what = format!(
+            "Redis master {master:?} through Sentinels {}",
+            addresses(&sentinels)
+        );
+        (Target::Sentinel { sentinels, master }, what)
+    } else {
+        let client = crate::lease::client(redis.url.expose_secret(), ca)
+            .map_err(|e| anyhow::anyhow!("redis.url is not a Redis URL: {e}"))?;
+        let what = format!("Redis {}", client.get_connection_info().addr);
+        (Target::Single(client), what)
+    };
+    let op_timeout = Duration::from_millis(redis.op_timeout_ms);
     connect_with_retry(
         &what,
         "redis.connect_timeout_ms",
-        Duration::from_millis(settings.redis.connect_timeout_ms),
-        // Two connections, each within the op timeout.
-        op_timeout.saturating_mul(2),
-        || {
-            let client = client.clone();
-            async move {
-                // A plain connection first: it reports a refusal or a bad
-                // password as such, where the lease client's reconnecting
-                // manager would only time out.
-                client
-                    .get_multiplexed_async_connection()
-                    .await
-                    .map_err(|e| redis_attempt(LeaseError::Redis(e)))?;
-                LeaseClient::connect_with(
-                    client,
-                    &settings.instance.environment,
-                    settings.instance_id(),
-                    settings.lease_ttl(),
-                    op_timeout,
-                )
-                .await
-                .map_err(redis_attempt)
-            }
-        },
-    )
-    .await
-}
-
-/// Connects to a Redis Cluster through its seed nodes.
-async fn connect_redis_cluster(
-    settings: &Settings,
-    nodes: Vec<String>,
-    ca: Option<Vec<u8>>,
-) -> anyhow::Result<LeaseClient> {
-    let what = format!("Redis Cluster {}", addresses(&nodes));
-    let op_timeout = Duration::from_millis(settings.redis.op_timeout_ms);
-    connect_with_retry(
-        &what,
-        "redis.connect_timeout_ms",
-        Duration::from_millis(settings.redis.connect_timeout_ms),
+        Duration::from_millis(redis.connect_timeout_ms),
+        // A connection and its first command, each within the op timeout.
         op_timeout.saturating_mul(3),
         || {
-            let (nodes, ca) = (nodes.clone(), ca.clone());
+            let target = target.clone();
             async move {
-                let lease = LeaseClient::connect_cluster(
-                    &nodes,
-                    ca,
-                    &settings.instance.environment,
-                    settings.instance_id(),
-                    settings.lease_ttl(),
-                    op_timeout,
-                )
-                .await
-                .map_err(redis_attempt)?;
-                // The cluster client connects lazily: prove a node answers.
-                lease.ping().await.map_err(redis_attempt)?;
-                Ok(lease)
-            }
-        },
-    )
-    .await
-}
-
-/// Connects to the master the Sentinels name.
-async fn connect_redis_sentinel(
-    settings: &Settings,
-    sentinels: Vec<String>,
-) -> anyhow::Result<LeaseClient> {
-    let service = settings.redis.sentinel_master.clone().unwrap_or_default();
-    let what = format!(
-        "Redis master {service:?} through Sentinels {}",
-        addresses(&sentinels)
-    );
-    let op_timeout = Duration::from_millis(settings.redis.op_timeout_ms);
-    connect_with_retry(
-        &what,
-        "redis.connect_timeout_ms",
-        Duration::from_millis(settings.redis.connect_timeout_ms),
-        op_timeout.saturating_mul(3),
-        || {
-            let (sentinels, service) = (sentinels.clone(), service.clone());
-            async move {
-                LeaseClient::connect_sentinel(
-                    &sentinels,
-                    &service,
+                LeaseClient::open(
+                    &target,
                     &settings.instance.environment,
                     settings.instance_id(),
                     settings.lease_ttl(),

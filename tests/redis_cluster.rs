@@ -200,24 +200,7 @@ async fn a_killed_cluster_master_pauses_only_its_tables_and_they_resume_when_it_
             )
         });
     assert_eq!(resumed["table"], hit.as_str());
-    let both: Vec<(Player, Policy)> = hit_players
-        .drain(..)
-        .map(|p| (p, Policy::CheckCall))
-        .collect();
-    let played = play::play_hands(both, &hit, 2, Duration::from_secs(30)).await;
-    for p in &played {
-        assert!(
-            p.hands_ended().len() >= 2,
-            "{} played on: {:?}",
-            p.name,
-            p.client.seen.last()
-        );
-        assert!(
-            !p.client.seen.iter().any(|v| v["type"] == "frozen"),
-            "{}",
-            p.name
-        );
-    }
+    play::play_on_unfrozen(hit_players, &hit, 2).await;
     play::no_freeze_recorded(&a, &hit).await;
     let view = a.table(&hit).await;
     assert_eq!(view["owner"], "cluster-a", "{view}");

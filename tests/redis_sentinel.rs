@@ -55,29 +55,7 @@ async fn a_sentinel_failover_pauses_the_tables_and_they_resume_on_the_promoted_r
         .await
         .unwrap_or_else(|| panic!("the table resumed: {:?}", players[0].client.seen.last()));
 
-    let players = play::play_hands(
-        players
-            .into_iter()
-            .map(|p| (p, Policy::CheckCall))
-            .collect(),
-        &t,
-        2,
-        Duration::from_secs(30),
-    )
-    .await;
-    for p in &players {
-        assert!(
-            p.hands_ended().len() >= 3,
-            "{} played on: {:?}",
-            p.name,
-            p.client.seen.last()
-        );
-        assert!(
-            !p.client.seen.iter().any(|v| v["type"] == "frozen"),
-            "{}",
-            p.name
-        );
-    }
+    play::play_on_unfrozen(players, &t, 2).await;
     play::no_freeze_recorded(&a, &t).await;
     let view = a.table(&t).await;
     assert_eq!(view["owner"], "sentinel-a", "{view}");

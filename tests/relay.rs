@@ -216,40 +216,29 @@ async fn forged_relay_connections_are_refused() {
         refused(format!("ws://{}/ws/relay?player=mallory", b.addr)).await,
         Some(401)
     );
-    // Signed with a secret that is not the environment's.
-    assert_eq!(
-        refused(relay_url(
-            &b, "guessed", "relay-a", "relay-b", "mallory", now
-        ))
-        .await,
-        Some(401)
-    );
-    // A genuine credential addressed to another instance, replayed here.
-    assert_eq!(
-        refused(relay_url(
-            &b,
-            AUTH_SECRET,
-            "relay-a",
-            "relay-c",
-            "mallory",
-            now
-        ))
-        .await,
-        Some(401)
-    );
-    // A genuine credential from long ago.
-    assert_eq!(
-        refused(relay_url(
-            &b,
-            AUTH_SECRET,
-            "relay-a",
+    for (why, secret, to, at_ms) in [
+        (
+            "signed with a secret that is not the environment's",
+            "guessed",
             "relay-b",
-            "mallory",
-            now - 120_000
-        ))
-        .await,
-        Some(401)
-    );
+            now,
+        ),
+        (
+            "a genuine credential addressed to another instance",
+            AUTH_SECRET,
+            "relay-c",
+            now,
+        ),
+        (
+            "a genuine credential from long ago",
+            AUTH_SECRET,
+            "relay-b",
+            now - 120_000,
+        ),
+    ] {
+        let url = relay_url(&b, secret, "relay-a", to, "mallory", at_ms);
+        assert_eq!(refused(url).await, Some(401), "{why}");
+    }
     // A genuine credential whose player was swapped.
     let genuine = relay_url(&b, AUTH_SECRET, "relay-a", "relay-b", "alice", now);
     let swapped = genuine.replace("player=alice", "player=mallory");

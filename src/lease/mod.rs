@@ -208,7 +208,54 @@ pub struct LeaseClient {
     op_timeout: Duration,
 }
 
+/// Where the leases live.
+#[derive(Clone)]
+pub enum Target {
+    /// One server (`redis.url`; a TLS client from [`client`]).
+    Single(redis::Client),
+    /// A Redis Cluster through seed nodes, with a private CA for
+    /// `rediss://` nodes.
+    Cluster {
+        nodes: Vec<String>,
+        ca: Option<Vec<u8>>,
+    },
+    /// The master that Sentinels name under `master`.
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+    },
+}
+
 impl LeaseClient {
+    /// Connects to `target`, proving that Redis answers: a single server
+    /// is first reached with a plain connection (which reports a refusal or
+    /// a bad password as such, where the reconnecting manager would only
+    /// time out); a cluster client, which connects lazily, is pinged.
+    pub async fn open(
+        target: &Target,
+        env: &str,
+        owner: &str,
+        ttl: Duration,
+        op_timeout: Duration,
+    ) -> Result<LeaseClient, LeaseError> {
+        match target {
+            Target::Single(client) => {
+                client.get_multiplexed_async_connection().await?;
+                LeaseClient::connect_with(client.clone(), env, owner, ttl, op_timeout).await
+            }
+            Target::Cluster { nodes, ca } => {
+                let lease =
+                    LeaseClient::connect_cluster(nodes, ca.clone(), env, owner, ttl, op_timeout)
+                        .await?;
+                lease.ping().await?;
+                Ok(lease)
+            }
+            Target::Sentinel { sentinels, master } => {
+                LeaseClient::connect_sentinel(sentinels, master, env, owner, ttl, op_timeout).await
+            }
+        }
+    }
+
     pub async fn connect(
         url: &str,
         env: &str,

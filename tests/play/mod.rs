@@ -286,3 +286,35 @@ pub async fn no_freeze_recorded(server: &Server, table: &str) {
         "{events}"
     );
 }
+
+/// Plays `players` (check or call) at `table` until each has seen `hands`
+/// more hands; checks that each kept its connection, finished them, and was
+/// never told `frozen`.
+pub async fn play_on_unfrozen(players: Vec<Player>, table: &str, hands: usize) -> Vec<Player> {
+    let before: Vec<usize> = players.iter().map(|p| p.hands_ended().len()).collect();
+    let players = play_hands(
+        players
+            .into_iter()
+            .map(|p| (p, Policy::CheckCall))
+            .collect(),
+        table,
+        hands,
+        Duration::from_secs(30),
+    )
+    .await;
+    for (p, n) in players.iter().zip(before) {
+        assert!(p.client.closed.is_none(), "{} kept its connection", p.name);
+        assert!(
+            p.hands_ended().len() >= n + hands,
+            "{} played on: {:?}",
+            p.name,
+            p.client.seen.last()
+        );
+        assert!(
+            !p.client.seen.iter().any(|v| v["type"] == "frozen"),
+            "{} was told frozen",
+            p.name
+        );
+    }
+    players
+}
