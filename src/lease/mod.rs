@@ -569,12 +569,9 @@ impl LeaseClient {
         let replies: Vec<Result<i64, LeaseError>> = self
             .per_table(Some(&RENEW), leases.len(), |pipe, i| {
                 let l = &leases[i];
-                pipe.invoke_script(
-                    RENEW
-                        .key(self.lease_key(&l.table))
-                        .arg(self.value(l.fence))
-                        .arg(self.ttl_ms()),
-                );
+                evalsha(&RENEW, pipe, &self.lease_key(&l.table))
+                    .arg(self.value(l.fence))
+                    .arg(self.ttl_ms());
             })
             .await?;
         if !replies.is_empty() && replies.iter().all(Result::is_err) {
@@ -603,11 +600,7 @@ impl LeaseClient {
         let replies: Vec<Result<i64, LeaseError>> = self
             .per_table(Some(&RELEASE), leases.len(), |pipe, i| {
                 let l = &leases[i];
-                pipe.invoke_script(
-                    RELEASE
-                        .key(self.lease_key(&l.table))
-                        .arg(self.value(l.fence)),
-                );
+                evalsha(&RELEASE, pipe, &self.lease_key(&l.table)).arg(self.value(l.fence));
             })
             .await?;
         if let Some(Err(e)) = replies.iter().find(|r| r.is_err()) {
@@ -660,6 +653,15 @@ impl LeaseClient {
             .await?;
         Ok(())
     }
+}
+
+/// Adds `EVALSHA <script's hash> 1 <key>` to `pipe`, for the caller to add
+/// the arguments. The crate's pipelined script call sends the whole script
+/// (`EVAL`) every time; by hash, each lease costs its key and arguments
+/// only, and a server without the script answers NOSCRIPT (see
+/// `per_table`).
+fn evalsha<'p>(script: &Script, pipe: &'p mut Pipeline, key: &str) -> &'p mut Pipeline {
+    pipe.cmd("EVALSHA").arg(script.get_hash()).arg(1).arg(key)
 }
 
 fn int(v: &Value) -> Option<i64> {

@@ -1,0 +1,300 @@
+//! `pitboss-bench`: what pitboss's lease operations cost on Redis, each
+//! printed beside its floor measured in the same run, against the same
+//! server:
+//!
+//! 1. renewing N held leases: pitboss's batched renew (one script call per
+//!    lease, one round trip) vs a raw pipeline of N `PEXPIRE` (the floor)
+//!    vs a loop of N awaited `PEXPIRE` (no batching);
+//! 2. acquiring a free lease: pitboss's acquire (one script: lease, fence
+//!    counter, floor) vs a raw `SET NX PX`, p50 and p99.
+//!
+//! By default it starts a `redis-server` of its own on a free port (and
+//! stops it at the end), so it never touches a shared server; `--redis URL`
+//! measures another one, under a key prefix of the run's own that it
+//! deletes afterwards. `--json PATH` writes the figures for comparison
+//! across commits.
+
+use std::net::TcpListener;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use pitboss::lease::{HeldLease, LeaseClient};
+use pitboss::types::{Fence, TableId};
+use serde_json::json;
+
+const USAGE: &str =
+    "usage: pitboss-bench [--redis URL] [--leases N[,N...]] [--acquires N] [--runs N] [--json PATH]
+
+  --redis URL     measure this Redis (default: start a redis-server of its own)
+  --leases LIST   lease counts to renew (default 10000,100000)
+  --acquires N    acquires to time (default 5000)
+  --runs N        renew rounds per figure; the median is reported (default 5)
+  --json PATH     also write the figures as JSON";
+
+struct Options {
+    redis: Option<String>,
+    leases: Vec<usize>,
+    acquires: usize,
+    runs: usize,
+    json: Option<String>,
+}
+
+fn parse(args: &[String]) -> anyhow::Result<Options> {
+    let mut o = Options {
+        redis: None,
+        leases: vec![10_000, 100_000],
+        acquires: 5_000,
+        runs: 5,
+        json: None,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--redis" => o.redis = Some(value()?.clone()),
+            "--leases" => {
+                o.leases = value()?
+                    .split(',')
+                    .map(|n| n.trim().parse::<usize>().context("--leases takes counts"))
+                    .collect::<anyhow::Result<_>>()?;
+            }
+            "--acquires" => o.acquires = value()?.parse().context("--acquires takes a count")?,
+            "--runs" => o.runs = value()?.parse().context("--runs takes a count")?,
+            "--json" => o.json = Some(value()?.clone()),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("unknown option {other}\n\n{USAGE}"),
+        }
+    }
+    if o.leases.contains(&0) || o.acquires == 0 || o.runs == 0 {
+        bail!("counts must be above 0");
+    }
+    Ok(o)
+}
+
+/// A `redis-server` of the bench's own, killed on drop.
+struct OwnRedis {
+    _child: tokio::process::Child,
+    port: u16,
+}
+
+impl OwnRedis {
+    async fn start() -> anyhow::Result<OwnRedis> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let child = tokio::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .context("start redis-server (is it installed? scripts/services.sh installs it)")?;
+        let own = OwnRedis {
+            _child: child,
+            port,
+        };
+        let url = own.url();
+        for _ in 0..100 {
+            if let Ok(client) = redis::Client::open(url.as_str()) {
+                if let Ok(mut c) = client.get_multiplexed_async_connection().await {
+                    let pong: redis::RedisResult<String> =
+                        redis::cmd("PING").query_async(&mut c).await;
+                    if pong.is_ok() {
+                        return Ok(own);
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("the bench's redis-server on port {port} did not answer")
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn quantile(xs: &mut [Duration], q: f64) -> Duration {
+    xs.sort();
+    let i = ((xs.len() as f64 - 1.0) * q).round() as usize;
+    xs[i]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = parse(&args)?;
+    let own = match &o.redis {
+        Some(_) => None,
+        None => Some(OwnRedis::start().await?),
+    };
+    let url = match (&o.redis, &own) {
+        (Some(u), _) => u.clone(),
+        (None, Some(own)) => own.url(),
+        (None, None) => unreachable!("a server was started"),
+    };
+    let env = format!("bench{}", std::process::id());
+    let ttl = Duration::from_secs(60);
+    let op_timeout = Duration::from_secs(30);
+    let lease = LeaseClient::connect(&url, &env, "bench", ttl, op_timeout).await?;
+    let raw_client = redis::Client::open(url.as_str())?;
+    let mut raw = raw_client.get_multiplexed_async_connection().await?;
+
+    println!(
+        "pitboss-bench: {} cores, Redis {url}{}, command: pitboss-bench {}",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        if own.is_some() { " (its own)" } else { "" },
+        args.join(" ")
+    );
+    let mut figures = Vec::new();
+
+    for &n in &o.leases {
+        let tables: Vec<TableId> = (0..n)
+            .map(|i| TableId::parse(&format!("tbl_bench{i:011}")).expect("a valid id"))
+            .collect();
+        // Held leases, set up the way an acquire leaves them.
+        let mut pipe = redis::pipe();
+        for t in &tables {
+            pipe.cmd("SET")
+                .arg(lease.lease_key(t))
+                .arg("bench|1")
+                .arg("PX")
+                .arg(ttl.as_millis() as u64)
+                .ignore();
+        }
+        let () = pipe.query_async(&mut raw).await?;
+        let held: Vec<HeldLease> = tables
+            .iter()
+            .map(|t| HeldLease {
+                table: t.clone(),
+                fence: Fence(1),
+            })
+            .collect();
+        let keys: Vec<String> = tables.iter().map(|t| lease.lease_key(t)).collect();
+        let ttl_ms = ttl.as_millis() as u64;
+
+        let mut renew = Vec::new();
+        let mut floor = Vec::new();
+        for _ in 0..o.runs {
+            let t0 = Instant::now();
+            let outcomes = lease.renew_all(&held).await?;
+            renew.push(t0.elapsed());
+            if outcomes.len() != n {
+                bail!("{} outcomes for {n} leases", outcomes.len());
+            }
+            let mut pipe = redis::pipe();
+            for k in &keys {
+                pipe.cmd("PEXPIRE").arg(k).arg(ttl_ms).ignore();
+            }
+            let t0 = Instant::now();
+            let () = pipe.query_async(&mut raw).await?;
+            floor.push(t0.elapsed());
+        }
+        // One awaited command at a time: what batching saves.
+        let t0 = Instant::now();
+        for k in &keys {
+            let _: i64 = redis::cmd("PEXPIRE")
+                .arg(k)
+                .arg(ttl_ms)
+                .query_async(&mut raw)
+                .await?;
+        }
+        let looped = t0.elapsed();
+        let (renew, floor) = (median(renew), median(floor));
+        println!(
+            "renew {n} leases:  pitboss {:9.2} ms   raw PEXPIRE pipeline {:9.2} ms (floor)   per-key loop {:9.2} ms   pitboss/floor {:.2}x",
+            ms(renew),
+            ms(floor),
+            ms(looped),
+            renew.as_secs_f64() / floor.as_secs_f64()
+        );
+        figures.push(json!({
+            "figure": "renew", "leases": n, "runs": o.runs,
+            "pitboss_ms": ms(renew), "pexpire_pipeline_ms": ms(floor), "per_key_loop_ms": ms(looped),
+            "ratio_to_floor": renew.as_secs_f64() / floor.as_secs_f64(),
+        }));
+        let mut del = redis::pipe();
+        for k in &keys {
+            del.cmd("DEL").arg(k).ignore();
+        }
+        let () = del.query_async(&mut raw).await?;
+    }
+
+    let mut acquire = Vec::with_capacity(o.acquires);
+    let mut set_nx = Vec::with_capacity(o.acquires);
+    for i in 0..o.acquires {
+        let t = TableId::parse(&format!("tbl_acq{i:011}")).expect("a valid id");
+        let t0 = Instant::now();
+        lease.acquire(&t, Fence(0)).await?;
+        acquire.push(t0.elapsed());
+        let key = format!("bench:{env}:setnx:{i}");
+        let t0 = Instant::now();
+        let _: Option<String> = redis::cmd("SET")
+            .arg(&key)
+            .arg("bench|1")
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl.as_millis() as u64)
+            .query_async(&mut raw)
+            .await?;
+        set_nx.push(t0.elapsed());
+        let () = redis::pipe()
+            .cmd("DEL")
+            .arg(lease.lease_key(&t))
+            .ignore()
+            .cmd("DEL")
+            .arg(lease.fence_key(&t))
+            .ignore()
+            .cmd("DEL")
+            .arg(&key)
+            .ignore()
+            .query_async(&mut raw)
+            .await?;
+    }
+    let (a50, a99) = (quantile(&mut acquire, 0.5), quantile(&mut acquire, 0.99));
+    let (s50, s99) = (quantile(&mut set_nx, 0.5), quantile(&mut set_nx, 0.99));
+    println!(
+        "acquire ({} times): pitboss p50 {:7.1} µs p99 {:7.1} µs   raw SET NX PX p50 {:7.1} µs p99 {:7.1} µs   p50 ratio {:.2}x",
+        o.acquires,
+        us(a50),
+        us(a99),
+        us(s50),
+        us(s99),
+        a50.as_secs_f64() / s50.as_secs_f64()
+    );
+    figures.push(json!({
+        "figure": "acquire", "count": o.acquires,
+        "pitboss_p50_us": us(a50), "pitboss_p99_us": us(a99),
+        "set_nx_p50_us": us(s50), "set_nx_p99_us": us(s99),
+        "p50_ratio": a50.as_secs_f64() / s50.as_secs_f64(),
+    }));
+
+    if let Some(path) = &o.json {
+        let doc = json!({
+            "command": format!("pitboss-bench {}", args.join(" ")),
+            "cores": std::thread::available_parallelism().map_or(0, usize::from),
+            "own_redis": own.is_some(),
+            "figures": figures,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
+            .with_context(|| format!("write {path}"))?;
+        println!("figures written to {path}");
+    }
+    Ok(())
+}
