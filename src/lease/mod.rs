@@ -3,12 +3,13 @@
 //! `lease:table:<env>:{<id>}` holds `owner|fence` with a PX TTL and
 //! `fence:table:<env>:{<id>}` is a counter that never expires. The braces
 //! are literal: they are the Redis Cluster hash tag, so a table's two keys
-//! share a slot and one script may touch both. Every operation is one Lua
-//! script per table, touching that table's keys only (one slot), and the
-//! batched ones (renew, release, the scan's lookups) go out in one round
-//! trip: one pipeline to a single server; on a Redis Cluster, one request
-//! per table, all at once, which the crate's cluster client routes to each
-//! slot's node and multiplexes on that node's connection.
+//! share a slot and one script may touch both. Every operation is a Lua
+//! script called by hash, touching one table's keys only (one slot) — but
+//! for the renew on a single server, where one call renews a chunk of
+//! leases. The batched ones (renew, release, the scan's lookups) go out in
+//! one round trip: one pipeline to a single server; on a Redis Cluster, one
+//! request per table, all at once, which the crate's cluster client routes
+//! to each slot's node and multiplexes on that node's connection.
 
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
@@ -27,6 +28,12 @@ use crate::types::{Fence, TableId};
 /// fresh or restarted Redis) is sent its text once and asked again.
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("acquire.lua")));
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("renew.lua")));
+static RENEW_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("renew_many.lua")));
+
+/// Leases one `renew_many.lua` call renews on a single server: one script
+/// call per chunk rather than per lease, while no call holds the server for
+/// long (a call blocks every other client while it runs).
+const RENEW_CHUNK: usize = 500;
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("release.lua")));
 
 /// A Redis client for `url`: `rediss://` speaks TLS (rustls), verified
@@ -566,6 +573,9 @@ impl LeaseClient {
     /// not answer (a cluster node down) is `Unanswered`: its lease is
     /// neither confirmed nor given up, so its local deadline decides.
     pub async fn renew_all(&self, leases: &[HeldLease]) -> Result<Vec<RenewOutcome>, LeaseError> {
+        if !self.is_cluster() {
+            return self.renew_on_one_server(leases).await;
+        }
         let replies: Vec<Result<i64, LeaseError>> = self
             .per_table(Some(&RENEW), leases.len(), |pipe, i| {
                 let l = &leases[i];
@@ -589,6 +599,51 @@ impl LeaseClient {
                 Ok(2) => Ok(RenewOutcome::Foreign),
                 Ok(other) => Err(LeaseError::Protocol(format!("renew returned {other}"))),
                 Err(_) => Ok(RenewOutcome::Unanswered),
+            })
+            .collect()
+    }
+
+    /// The renew on one server (plain or Sentinel): one pipeline of
+    /// `renew_many.lua` calls, each renewing a chunk of leases, so a lease
+    /// costs its key and value and not a script call of its own.
+    async fn renew_on_one_server(
+        &self,
+        leases: &[HeldLease],
+    ) -> Result<Vec<RenewOutcome>, LeaseError> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let chunks: Vec<&[HeldLease]> = leases.chunks(RENEW_CHUNK).collect();
+        let mut pipe = redis::pipe();
+        for chunk in &chunks {
+            let call = pipe
+                .cmd("EVALSHA")
+                .arg(RENEW_MANY.get_hash())
+                .arg(chunk.len());
+            for l in *chunk {
+                call.arg(self.lease_key(&l.table));
+            }
+            call.arg(self.ttl_ms());
+            for l in *chunk {
+                call.arg(self.value(l.fence));
+            }
+        }
+        let replies: Vec<Vec<i64>> = self.run_scripts(&RENEW_MANY, pipe).await?;
+        let replies: Vec<i64> = replies.into_iter().flatten().collect();
+        if replies.len() != leases.len() {
+            return Err(LeaseError::Protocol(format!(
+                "{} replies for {} leases",
+                replies.len(),
+                leases.len()
+            )));
+        }
+        replies
+            .into_iter()
+            .map(|r| match r {
+                1 => Ok(RenewOutcome::Renewed),
+                0 => Ok(RenewOutcome::Gone),
+                2 => Ok(RenewOutcome::Foreign),
+                other => Err(LeaseError::Protocol(format!("renew returned {other}"))),
             })
             .collect()
     }
