@@ -173,6 +173,12 @@ async fn a_killed_cluster_master_pauses_only_its_tables_and_they_resume_when_it_
             )
         });
     assert_eq!(paused["reason"], "redis_unreachable", "{paused}");
+    // The instance stays ready: the other masters serve the other tables.
+    for _ in 0..15 {
+        let (status, body) = a.get("/readyz").await;
+        assert_eq!(status, 200, "ready with one master down: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // ...while the other one deals on.
     let spared_players =
         play::play_hands(spared_players, &spared, 2, Duration::from_secs(30)).await;
