@@ -34,7 +34,7 @@ pub const REVIVE_CANDIDATES: &str = "pitboss_revive_candidates";
 pub const REVIVE_SCANS: &str = "pitboss_revive_scans_total";
 pub const REVIVE_SCAN_ROWS: &str = "pitboss_revive_scan_rows_total";
 pub const REVIVE_SCAN_REDIS_COMMANDS: &str = "pitboss_revive_scan_redis_commands_total";
-pub const LEASE_RENEW_COMMANDS: &str = "pitboss_lease_renew_commands_total";
+pub const LEASES_RENEWED: &str = "pitboss_leases_renewed_total";
 pub const FENCE_CHECK_ROWS: &str = "pitboss_fence_check_rows_total";
 pub const RELAYS_OPEN: &str = "pitboss_relays_open";
 pub const RELAY_OWNER_CHANGES: &str = "pitboss_relay_owner_changes_total";
@@ -116,8 +116,8 @@ pub fn register() {
         "Redis commands the revive scans sent (one GET per candidate)"
     );
     describe_counter!(
-        LEASE_RENEW_COMMANDS,
-        "Redis commands the batched renews sent (one script call per held lease)"
+        LEASES_RENEWED,
+        "leases the batched renews covered (each held lease, every TTL/3)"
     );
     describe_counter!(
         FENCE_CHECK_ROWS,
@@ -176,7 +176,7 @@ pub fn register() {
         REVIVE_SCANS,
         REVIVE_SCAN_ROWS,
         REVIVE_SCAN_REDIS_COMMANDS,
-        LEASE_RENEW_COMMANDS,
+        LEASES_RENEWED,
         FENCE_CHECK_ROWS,
     ] {
         metrics::counter!(counter).absolute(0);

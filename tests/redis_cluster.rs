@@ -41,8 +41,8 @@ async fn two_instances_on_a_redis_cluster_play_and_a_drain_hands_every_table_ove
         assert!(leases > 0, "node {i} holds no lease");
     }
     for t in &tables {
-        let lease = cluster.node_of(&common::lease_key(&env, t)).await;
-        let fence = cluster.node_of(&common::fence_key(&env, t)).await;
+        let lease = cluster.slot_of(&common::lease_key(&env, t)).await;
+        let fence = cluster.slot_of(&common::fence_key(&env, t)).await;
         assert_eq!(lease, fence, "{t}'s keys share a slot");
     }
 

@@ -145,7 +145,7 @@ async fn renew(
         return;
     }
     let sent = Instant::now();
-    metrics::counter!(instruments::LEASE_RENEW_COMMANDS).increment(leases.len() as u64);
+    metrics::counter!(instruments::LEASES_RENEWED).increment(leases.len() as u64);
     match rt.lease.renew_all(&leases).await {
         Ok(outcomes) => {
             metrics::histogram!(instruments::LEASE_RENEW_SECONDS)

@@ -80,6 +80,16 @@ pub enum RenewOutcome {
 }
 
 impl RenewOutcome {
+    /// What `renew.lua` and `renew_many.lua` answer for one lease.
+    fn from_reply(reply: i64) -> Result<RenewOutcome, LeaseError> {
+        match reply {
+            1 => Ok(RenewOutcome::Renewed),
+            0 => Ok(RenewOutcome::Gone),
+            2 => Ok(RenewOutcome::Foreign),
+            other => Err(LeaseError::Protocol(format!("renew returned {other}"))),
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             RenewOutcome::Renewed => "renewed",
@@ -297,13 +307,13 @@ impl LeaseClient {
         )
         .await
         .map_err(|_| LeaseError::Timeout(op_timeout))??;
-        Ok(LeaseClient {
-            conn: Conn::Single(conn),
-            env: env.to_string(),
-            owner: owner.to_string(),
+        Ok(LeaseClient::over(
+            Conn::Single(conn),
+            env,
+            owner,
             ttl,
             op_timeout,
-        })
+        ))
     }
 
     /// Connects to a Redis Cluster through `nodes` (seed URLs; the rest of
@@ -333,13 +343,13 @@ impl LeaseClient {
             tokio::time::timeout(op_timeout.saturating_mul(2), client.get_async_connection())
                 .await
                 .map_err(|_| LeaseError::Timeout(op_timeout))??;
-        Ok(LeaseClient {
-            conn: Conn::Cluster(conn),
-            env: env.to_string(),
-            owner: owner.to_string(),
+        Ok(LeaseClient::over(
+            Conn::Cluster(conn),
+            env,
+            owner,
             ttl,
             op_timeout,
-        })
+        ))
     }
 
     /// Connects to the master that the Sentinels at `sentinels` name for
@@ -366,13 +376,29 @@ impl LeaseClient {
         tokio::time::timeout(op_timeout.saturating_mul(2), conn.master())
             .await
             .map_err(|_| LeaseError::Timeout(op_timeout))??;
-        Ok(LeaseClient {
-            conn: Conn::Sentinel(conn),
+        Ok(LeaseClient::over(
+            Conn::Sentinel(conn),
+            env,
+            owner,
+            ttl,
+            op_timeout,
+        ))
+    }
+
+    fn over(
+        conn: Conn,
+        env: &str,
+        owner: &str,
+        ttl: Duration,
+        op_timeout: Duration,
+    ) -> LeaseClient {
+        LeaseClient {
+            conn,
             env: env.to_string(),
             owner: owner.to_string(),
             ttl,
             op_timeout,
-        })
+        }
     }
 
     /// Whether this client talks to a Redis Cluster.
@@ -584,20 +610,10 @@ impl LeaseClient {
                     .arg(self.ttl_ms());
             })
             .await?;
-        if !replies.is_empty() && replies.iter().all(Result::is_err) {
-            // Nothing answered: the renew failed as a whole.
-            if let Some(Err(e)) = replies.into_iter().next() {
-                return Err(e);
-            }
-            return Err(LeaseError::Protocol("no reply".into()));
-        }
-        replies
+        answered(replies)?
             .into_iter()
             .map(|r| match r {
-                Ok(1) => Ok(RenewOutcome::Renewed),
-                Ok(0) => Ok(RenewOutcome::Gone),
-                Ok(2) => Ok(RenewOutcome::Foreign),
-                Ok(other) => Err(LeaseError::Protocol(format!("renew returned {other}"))),
+                Ok(reply) => RenewOutcome::from_reply(reply),
                 Err(_) => Ok(RenewOutcome::Unanswered),
             })
             .collect()
@@ -637,15 +653,7 @@ impl LeaseClient {
                 leases.len()
             )));
         }
-        replies
-            .into_iter()
-            .map(|r| match r {
-                1 => Ok(RenewOutcome::Renewed),
-                0 => Ok(RenewOutcome::Gone),
-                2 => Ok(RenewOutcome::Foreign),
-                other => Err(LeaseError::Protocol(format!("renew returned {other}"))),
-            })
-            .collect()
+        replies.into_iter().map(RenewOutcome::from_reply).collect()
     }
 
     /// Compare-and-deletes every given lease in one round trip; returns how
@@ -658,12 +666,10 @@ impl LeaseClient {
                 evalsha(&RELEASE, pipe, &self.lease_key(&l.table)).arg(self.value(l.fence));
             })
             .await?;
-        if let Some(Err(e)) = replies.iter().find(|r| r.is_err()) {
-            if replies.iter().all(Result::is_err) {
-                return Err(LeaseError::Protocol(e.to_string()));
-            }
-        }
-        Ok(replies.into_iter().filter(|r| matches!(r, Ok(1))).count())
+        Ok(answered(replies)?
+            .into_iter()
+            .filter(|r| matches!(r, Ok(1)))
+            .count())
     }
 
     /// Which of these tables this owner could take now: no lease at all,
@@ -707,6 +713,20 @@ impl LeaseClient {
             .run(|mut c| Box::pin(async move { redis::cmd("PING").query_async(&mut c).await }))
             .await?;
         Ok(())
+    }
+}
+
+/// Per-table replies, unless none came: then the batch failed as a whole,
+/// with the first table's error.
+fn answered<T>(
+    replies: Vec<Result<T, LeaseError>>,
+) -> Result<Vec<Result<T, LeaseError>>, LeaseError> {
+    if replies.iter().any(Result::is_ok) || replies.is_empty() {
+        return Ok(replies);
+    }
+    match replies.into_iter().next() {
+        Some(Err(e)) => Err(e),
+        _ => Err(LeaseError::Protocol("no reply".into())),
     }
 }
 

@@ -53,9 +53,7 @@ impl Upstream {
                 "rate_limited",
                 "too many frames on their way to this table; slow down",
             ),
-            TrySendError::Closed(_) => {
-                ClientError::new("unavailable", "the table's owner is changing; try again")
-            }
+            TrySendError::Closed(_) => owner_changing(),
         })
     }
 }
@@ -64,6 +62,11 @@ impl Drop for Upstream {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// What a frame for a table gets while its new owner is being looked for.
+pub fn owner_changing() -> ClientError {
+    ClientError::new("unavailable", "the table's owner is changing; try again")
 }
 
 /// A relay ended; its session decides what comes next.

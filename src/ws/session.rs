@@ -167,6 +167,16 @@ impl WsSession {
         self.tables.values().any(|r| matches!(r, Route::Local(_)))
     }
 
+    /// A table leaves this connection while the process drains (or at any
+    /// time, for a subscription that ended): the connection closes once it
+    /// watches nothing hosted here, as a drain requires.
+    fn forget_table(&mut self, table: &TableId, ctx: &mut ws::WebsocketContext<Self>) {
+        self.tables.remove(table);
+        if self.rt.is_draining() && !self.has_local_tables() {
+            Self::close_for_shutdown(ctx);
+        }
+    }
+
     /// How long a search for a table's new owner may go on: long enough for
     /// a drain to finish its hands and for a crashed owner's lease to lapse
     /// and its liveness to go stale.
@@ -254,7 +264,6 @@ impl WsSession {
         let manager = self.manager.clone();
         let msg_table = table.clone();
         let relayed = self.relayed;
-        let searching = search.is_some();
         let join = Join {
             session: self.id,
             player: self.player.clone(),
@@ -274,16 +283,10 @@ impl WsSession {
                 }
                 Err(e) => return Err(ClientError::from(e)),
             };
-            // A copy that stopped just now (its manager has not heard yet)
-            // is, for a search, a hosting about to be replaced.
-            let stopped = if searching {
-                "unavailable"
-            } else {
-                "table_frozen"
-            };
-            addr.send(join)
-                .await
-                .map_err(|_| ClientError::new(stopped, "the table stopped"))??;
+            // The copy stopped between the manager's answer and this join.
+            addr.send(join).await.map_err(|_| {
+                ClientError::new("unavailable", "the table stopped here; join again")
+            })??;
             Ok::<_, ClientError>(Joined::Local(addr))
         };
         let done = fut.into_actor(self).map(move |res, act, ctx| match res {
@@ -378,11 +381,7 @@ impl WsSession {
                 return;
             }
             Some(Route::Searching) => {
-                return self.reject(
-                    ctx,
-                    Some(&table),
-                    &ClientError::new("unavailable", "the table's owner is changing; try again"),
-                )
+                return self.reject(ctx, Some(&table), &relay::owner_changing())
             }
             None => {
                 return self.reject(
@@ -541,24 +540,18 @@ impl Handler<Outbound> for WsSession {
             Outbound::Unsubscribed(table) => {
                 self.tables.remove(&table);
             }
-            Outbound::Released(table) => {
+            Outbound::Released(table) if self.relayed => {
+                // The relaying instance finds where the table goes next.
                 self.tables.remove(&table);
-                if self.relayed {
-                    // The relaying instance finds where the table goes next.
-                    Self::close_for_shutdown(ctx);
-                } else if !self.has_local_tables() && self.rt.is_draining() {
-                    Self::close_for_shutdown(ctx);
-                }
+                Self::close_for_shutdown(ctx);
             }
+            Outbound::Released(table) => self.forget_table(&table, ctx),
             Outbound::Moved(table) => {
                 if self.relayed {
                     self.tables.remove(&table);
                     Self::close_with(ctx, ws::CloseCode::Restart, "owner_changed");
                 } else if self.rt.is_draining() {
-                    self.tables.remove(&table);
-                    if !self.has_local_tables() {
-                        Self::close_for_shutdown(ctx);
-                    }
+                    self.forget_table(&table, ctx);
                 } else {
                     // Another instance hosts it now: follow it there.
                     self.search_later(table, None, Search::new(), ctx);
@@ -580,20 +573,12 @@ impl Handler<RelayEnded> for WsSession {
             _ => return,
         };
         for _ in 0..msg.dropped {
-            self.reject(
-                ctx,
-                Some(&msg.table),
-                &ClientError::new("unavailable", "the table's owner is changing; try again"),
-            );
+            self.reject(ctx, Some(&msg.table), &relay::owner_changing());
         }
         match msg.how {
             Ending::Lost { since, joined } => {
                 if self.rt.is_draining() {
-                    self.tables.remove(&msg.table);
-                    if !self.has_local_tables() {
-                        Self::close_for_shutdown(ctx);
-                    }
-                    return;
+                    return self.forget_table(&msg.table, ctx);
                 }
                 metrics::counter!(instruments::RELAY_OWNER_CHANGES).increment(u64::from(joined));
                 // A relay that had joined saw the owner go: a new search.

@@ -92,15 +92,21 @@ impl RedisCluster {
         }
     }
 
-    /// The index of the node that serves `key`'s slot.
-    pub async fn node_of(&self, key: &str) -> usize {
+    /// The hash slot of `key`.
+    pub async fn slot_of(&self, key: &str) -> i64 {
         let mut c = redis_conn(&self.nodes[0].url()).await;
-        let slot: i64 = redis::cmd("CLUSTER")
+        redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(key)
             .query_async(&mut c)
             .await
-            .expect("CLUSTER KEYSLOT");
+            .expect("CLUSTER KEYSLOT")
+    }
+
+    /// The index of the node that serves `key`'s slot.
+    pub async fn node_of(&self, key: &str) -> usize {
+        let slot = self.slot_of(key).await;
+        let mut c = redis_conn(&self.nodes[0].url()).await;
         let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query_async(&mut c)

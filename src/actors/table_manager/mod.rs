@@ -136,6 +136,11 @@ impl TableManager {
         if let Some(h) = self.hosted.get(&table) {
             if let Some(w) = waiter {
                 let _ = w.send(match mode {
+                    // A copy that has stopped, before its `TableStopped`
+                    // reached the manager, is no address to hand out.
+                    Mode::Host if !h.addr.connected() => Err(HostError::Unavailable(
+                        "the table is stopping here; join again in a moment".into(),
+                    )),
                     Mode::Host => Ok(h.addr.clone()),
                     Mode::Recover => Err(HostError::NotFrozen),
                 });
