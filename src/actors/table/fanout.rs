@@ -4,7 +4,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use actix::prelude::*;
 use tracing::warn;
@@ -166,9 +165,7 @@ impl Table {
         let gone = self.subscribers.remove(&session)?;
         let still_here = self.subscribers.values().any(|s| s.player == gone.player);
         if !still_here && self.game.seat_of(&gone.player).is_some() {
-            self.absent
-                .entry(gone.player.clone())
-                .or_insert_with(Instant::now);
+            self.mark_absent(gone.player.clone());
         }
         Some(gone)
     }

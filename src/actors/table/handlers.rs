@@ -96,7 +96,7 @@ impl Handler<Sit> for Table {
             move |res, act, ctx| match res {
                 Ok(_balance) => match act.apply(cmd, ctx) {
                     Ok(events) => {
-                        act.empty_since = None;
+                        act.seated(ctx);
                         act.advance(events, ctx);
                         act.schedule_next_hand(ctx);
                         Ok(())

@@ -313,6 +313,7 @@ impl Table {
             Phase::Paused(_) if !leased => self.ask_reassert(),
             _ => {}
         }
+        self.arm_recheck(ctx);
     }
 
     /// Stops dealing without giving the table up: the hand in progress is
@@ -325,6 +326,7 @@ impl Table {
         let _g = self.span.clone().entered();
         warn!(event = "table_paused", reason = %reason, "table paused");
         self.set_phase(Phase::Paused(reason));
+        self.arm_recheck(ctx);
         Self::cancel(ctx, &mut self.action_timer);
         Self::cancel(ctx, &mut self.next_hand_timer);
         self.action_deadline_ms = None;

@@ -4,19 +4,22 @@
 //! - [`handlers`]: the messages sessions and the manager send it;
 //! - [`play`]: the hand flow (rules, action clock, boundary writes, deals);
 //! - [`fanout`]: subscribers, history, replay, snapshots, backlog;
-//! - [`lifecycle`]: freeze, drain, idle release, absent players, deadline.
+//! - [`lifecycle`]: freeze, drain, idle release, absent players, deadline;
+//! - [`timers`]: the one-shot deadlines, armed only while something is due.
 
 mod fanout;
 mod handlers;
 mod lifecycle;
 mod play;
+mod timers;
 
 pub use fanout::{Backlog, Outbound, SessionId};
 pub use handlers::{Act, Drain, Freeze, Join, Leave, Refence, RefenceOutcome, Sit, Unsubscribe};
+pub use timers::CheckLease;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use actix::prelude::*;
 use tracing::{info, warn};
@@ -95,6 +98,14 @@ pub struct Table {
     action_timer: Option<SpawnHandle>,
     next_hand_timer: Option<SpawnHandle>,
     drain_timer: Option<SpawnHandle>,
+    /// The idle release, armed while nobody is seated.
+    idle_timer: Option<SpawnHandle>,
+    /// The next stand-up, armed while a seated player has no connection.
+    absent_timer: Option<SpawnHandle>,
+    /// The lease re-check, armed while paused.
+    recheck_timer: Option<SpawnHandle>,
+    /// This table's own address, for the messages it sends itself.
+    me: Option<actix::WeakAddr<Table>>,
     /// Since when nobody has been seated; `None` while someone is.
     empty_since: Option<Instant>,
     /// Seated players with no connection, and since when: their seats are
@@ -160,6 +171,10 @@ impl Table {
             action_timer: None,
             next_hand_timer: None,
             drain_timer: None,
+            idle_timer: None,
+            absent_timer: None,
+            recheck_timer: None,
+            me: None,
             empty_since,
             absent,
             action_deadline_ms: None,
@@ -185,16 +200,12 @@ impl Actor for Table {
         let _g = self.span.clone().entered();
         info!(event = "table_hosted", "table hosted");
         metrics::gauge!(instruments::TABLES_HOSTED).increment(1.0);
-        // The local deadline is checked on a clock of its own, so a slow or
-        // dead Redis pauses the table before anyone else could take it.
-        let check = (self.rt.ttl() / 10).max(Duration::from_millis(20));
-        ctx.run_interval(check, |act, ctx| act.check_lease(ctx));
-        let idle_check =
-            (self.rt.idle_evict() / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
-        ctx.run_interval(idle_check, |act, ctx| act.check_idle(ctx));
-        let absent_check = Duration::from_millis(self.rt.settings.table.reconnect_window_ms / 4)
-            .clamp(Duration::from_millis(20), Duration::from_secs(1));
-        ctx.run_interval(absent_check, |act, ctx| act.check_absent(ctx));
+        self.me = Some(ctx.address().downgrade());
+        // No interval timers: the manager watches every lease deadline at
+        // once and wakes only a table whose lease cannot be proven; the idle
+        // release and the reconnect windows are armed only while due.
+        self.arm_idle(ctx);
+        self.arm_absent(ctx);
         self.schedule_next_hand(ctx);
     }
 

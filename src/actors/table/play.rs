@@ -331,8 +331,9 @@ impl Table {
     pub(super) fn after_boundary(&mut self, ctx: &mut Context<Self>) {
         if self.game.seats().is_empty() {
             self.empty_since.get_or_insert_with(Instant::now);
+            self.arm_idle(ctx);
         } else {
-            self.empty_since = None;
+            self.seated(ctx);
         }
         match self.phase {
             Phase::Open => self.schedule_next_hand(ctx),

@@ -20,7 +20,7 @@ pub use messages::{
     MoveOut, Recover, RenewReport,
 };
 
-use super::table::{Freeze, Owner, Refence, RefenceOutcome, Table};
+use super::table::{CheckLease, Freeze, Owner, Refence, RefenceOutcome, Table};
 use crate::instruments;
 use crate::lease::{HeldLease, LeaseClock, LeaseError};
 use crate::runtime::Runtime;
@@ -103,6 +103,20 @@ impl TableManager {
                 fence: h.fence,
             })
             .collect()
+    }
+
+    /// Wakes every table whose lease or whose instance's liveness cannot be
+    /// proven now, or whose lease was given up: it pauses, asks for a
+    /// re-assert, or stops. A table with a proven lease is left alone; a
+    /// paused one re-checks on its own until it resumes.
+    fn watch_leases(&self) {
+        let now = Instant::now();
+        let alive = self.rt.is_alive_on_record(now);
+        for h in self.hosted.values() {
+            if !alive || !h.clock.is_valid(now) {
+                h.addr.do_send(CheckLease);
+            }
+        }
     }
 
     fn update_gauge(&self) {
@@ -462,5 +476,12 @@ impl Actor for TableManager {
     fn started(&mut self, ctx: &mut Self::Context) {
         self.scan(ctx);
         Self::schedule_scan(ctx);
+        // Every hosted lease's local deadline, on a clock of the manager's
+        // own (it never waits on Redis), so a slow or dead Redis pauses a
+        // table before anyone else could take it; one pass over the
+        // registry instead of a timer in every table.
+        ctx.run_interval(Table::lease_check_period(self.rt.ttl()), |act, _ctx| {
+            act.watch_leases()
+        });
     }
 }
