@@ -99,8 +99,7 @@ impl Table {
 
     /// Arms the stand-up of the absent player whose window ends first.
     pub(super) fn arm_absent(&mut self, ctx: &mut Context<Self>) {
-        if self.absent_timer.is_some() || matches!(self.phase, Phase::Frozen(_) | Phase::Stopping)
-        {
+        if self.absent_timer.is_some() || matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
             return;
         }
         let Some(first) = self.absent.values().min().copied() else {
