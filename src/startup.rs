@@ -443,6 +443,9 @@ impl Application {
         let mut server = HttpServer::new(move || {
             App::new()
                 .app_data(state.clone())
+                .app_data(crate::http::query_config())
+                .app_data(crate::http::payload_config())
+                .wrap(crate::http::oversized_body_errors())
                 .configure(routes)
                 .configure(crate::ws::routes)
         })

@@ -17,6 +17,8 @@ use serde::Deserialize;
 const DEFAULT_CONFIG_DIR: &str = "config";
 const ENV_PREFIX: &str = "PITBOSS__";
 const ENV_SEPARATOR: &str = "__";
+const MAX_LEASE_TTL_MS: u64 = 24 * 3600 * 1000;
+const MAX_POSTGRES_TIMEOUT_MS: u64 = i32::MAX as u64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunEnv {
@@ -347,6 +349,35 @@ impl Settings {
         }
         if self.lease.ttl_ms < 300 {
             return Err("config error: lease.ttl_ms must be at least 300".into());
+        }
+        // Redis adds a PX expiry to its clock and refuses one that overflows
+        // it, which would surface only as a Redis error when the first key
+        // is written; a lease that outlives a crashed owner by more than a
+        // day is a typo, not a choice.
+        if self.lease.ttl_ms > MAX_LEASE_TTL_MS {
+            return Err(format!(
+                "config error: lease.ttl_ms ({}) must be at most {MAX_LEASE_TTL_MS} (a day)",
+                self.lease.ttl_ms
+            ));
+        }
+        // Postgres holds these as milliseconds in a 32-bit integer and
+        // would refuse a larger one on every connection instead of here.
+        for (key, value) in [
+            (
+                "database.statement_timeout_ms",
+                self.database.statement_timeout_ms,
+            ),
+            ("database.lock_timeout_ms", self.database.lock_timeout_ms),
+            (
+                "database.idle_in_transaction_timeout_ms",
+                self.database.idle_in_transaction_timeout_ms,
+            ),
+        ] {
+            if value > MAX_POSTGRES_TIMEOUT_MS {
+                return Err(format!(
+                    "config error: {key} ({value}) must be at most {MAX_POSTGRES_TIMEOUT_MS}, the largest timeout Postgres takes"
+                ));
+            }
         }
         // Zero would mean "never" or "at once" where neither makes sense,
         // and a zero interval cannot be scheduled at all.

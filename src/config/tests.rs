@@ -313,3 +313,97 @@ fn a_mistyped_prefix_is_caught_and_other_pitboss_variables_are_not_settings() {
     assert!(!is_setting_var("PITBOSS_CONFIG_DIR"));
     assert!(is_setting_var("pitboss__http__port"));
 }
+
+#[test]
+fn wrong_types_negative_and_out_of_range_numbers_are_one_line_errors_naming_the_key() {
+    let dir = ConfigDir::copy_of_repo();
+    for (name, value, key) in [
+        ("PITBOSS__HTTP__PORT", "eighty", "http.port"),
+        ("PITBOSS__HTTP__PORT", "70000", "http.port"),
+        ("PITBOSS__HTTP__PORT", "-1", "http.port"),
+        ("PITBOSS__LEASE__TTL_MS", "-1500", "lease.ttl_ms"),
+        ("PITBOSS__LEASE__TTL_MS", "1.5", "lease.ttl_ms"),
+        ("PITBOSS__LEASE__TTL_MS", "1e30", "lease.ttl_ms"),
+        (
+            "PITBOSS__LEASE__TTL_MS",
+            "18446744073709551616",
+            "lease.ttl_ms",
+        ),
+        ("PITBOSS__WS__MAX_FRAME_BYTES", "", "ws.max_frame_bytes"),
+        ("PITBOSS__WS__RATE_PER_SEC", "4294967296", "ws.rate_per_sec"),
+    ] {
+        let e = err(dir.load(&[(name, value)]));
+        assert!(e.contains(key), "{name}={value}: {e}");
+    }
+}
+
+/// Values that fit the setting's type but not what Redis or Postgres take:
+/// refused at start with the key named, not left to fail as a Redis or
+/// Postgres error on the first write.
+#[test]
+fn timeouts_beyond_what_redis_or_postgres_take_are_refused_at_start() {
+    let dir = ConfigDir::copy_of_repo();
+    for (name, value, says) in [
+        (
+            "PITBOSS__LEASE__TTL_MS",
+            "18446744073709551615",
+            "lease.ttl_ms (18446744073709551615) must be at most 86400000",
+        ),
+        (
+            "PITBOSS__LEASE__TTL_MS",
+            "86400001",
+            "lease.ttl_ms (86400001) must be at most 86400000",
+        ),
+        (
+            "PITBOSS__DATABASE__STATEMENT_TIMEOUT_MS",
+            "2147483648",
+            "database.statement_timeout_ms (2147483648) must be at most 2147483647",
+        ),
+        (
+            "PITBOSS__DATABASE__LOCK_TIMEOUT_MS",
+            "18446744073709551615",
+            "database.lock_timeout_ms",
+        ),
+        (
+            "PITBOSS__DATABASE__IDLE_IN_TRANSACTION_TIMEOUT_MS",
+            "9999999999",
+            "database.idle_in_transaction_timeout_ms",
+        ),
+    ] {
+        let e = err(dir.load(&[(name, value)]));
+        assert!(e.contains(says), "{name}={value}: {e}");
+    }
+    let s = dir
+        .load(&[
+            ("PITBOSS__LEASE__TTL_MS", "86400000"),
+            ("PITBOSS__DATABASE__STATEMENT_TIMEOUT_MS", "2147483647"),
+        ])
+        .expect("the largest values load");
+    assert_eq!(s.lease.ttl_ms, 86_400_000);
+}
+
+#[test]
+fn bad_instance_ids_and_environments_are_refused() {
+    let dir = ConfigDir::copy_of_repo();
+    let long = "i".repeat(129);
+    for (name, value, says) in [
+        ("PITBOSS__INSTANCE__ID", "a|b", "instance id"),
+        ("PITBOSS__INSTANCE__ID", "a b", "instance id"),
+        ("PITBOSS__INSTANCE__ID", long.as_str(), "instance id"),
+        ("PITBOSS__INSTANCE__ENVIRONMENT", "", "instance.environment"),
+        (
+            "PITBOSS__INSTANCE__ENVIRONMENT",
+            "prod:{x}",
+            "instance.environment",
+        ),
+        ("PITBOSS__HTTP__HOST", "", "http.host"),
+        (
+            "PITBOSS__REDIS__CLUSTER_NODES",
+            "http://a:1",
+            "redis.cluster_nodes",
+        ),
+    ] {
+        let e = err(dir.load(&[(name, value)]));
+        assert!(e.contains(says), "{name}={value:?}: {e}");
+    }
+}

@@ -20,4 +20,6 @@ pub use eval::*;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod sequence_proptests;
+#[cfg(test)]
 mod tests;

@@ -105,7 +105,9 @@ pub(super) fn host_error(e: HostError) -> ApiError {
     ApiError::from_client(status, e.into())
 }
 
-pub(super) fn table_id(raw: &str) -> Result<TableId, ApiError> {
+/// A table id from a path segment; one that could never exist is simply not
+/// found.
+pub fn table_id(raw: &str) -> Result<TableId, ApiError> {
     TableId::parse(raw).ok_or_else(ApiError::table_not_found)
 }
 
@@ -144,7 +146,7 @@ pub(super) async fn view_of(state: &AppState, id: &TableId) -> Result<Value, Api
 }
 
 /// A JSON object body; anything else is `bad_json`.
-pub(super) fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+pub fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     match serde_json::from_slice(body) {
         Ok(Value::Object(obj)) => Ok(obj),
         Ok(_) => Err(ApiError::bad_request(
@@ -158,7 +160,7 @@ pub(super) fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     }
 }
 
-pub(super) fn only_fields(obj: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
+pub fn only_fields(obj: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
     match obj.keys().find(|k| !known.contains(&k.as_str())) {
         Some(k) => Err(ApiError::bad_request(
             "bad_field",
@@ -179,7 +181,9 @@ fn chips(obj: &Map<String, Value>, name: &str) -> Result<Chips, ApiError> {
         .ok_or_else(|| ApiError::bad_request("bad_field", &format!("{name} is required")))
 }
 
-fn table_config(body: &[u8]) -> Result<TableConfig, ApiError> {
+/// The body of `POST /admin/tables`: a table config the rules accept, with
+/// every amount within what Postgres stores.
+pub fn table_config(body: &[u8]) -> Result<TableConfig, ApiError> {
     let obj = json_object(body)?;
     only_fields(
         &obj,
@@ -301,6 +305,24 @@ async fn recover_table(
     Ok(HttpResponse::Ok().json(view_of(&state, &id).await?))
 }
 
+/// The body of `POST /admin/tables/{id}/freeze`: empty, `{}`, or
+/// `{"reason":"operator"}`.
+pub fn freeze_body(body: &[u8]) -> Result<(), ApiError> {
+    if body.is_empty() {
+        return Ok(());
+    }
+    let obj = json_object(body)?;
+    only_fields(&obj, &["reason"])?;
+    match obj.get("reason") {
+        None => Ok(()),
+        Some(Value::String(r)) if r == FreezeReason::Operator.as_str() => Ok(()),
+        Some(_) => Err(ApiError::bad_request(
+            "bad_field",
+            "reason must be \"operator\" (or left out)",
+        )),
+    }
+}
+
 /// An operator's freeze, from any instance: recorded (with a fence past
 /// the owner's) first, then the owner stops: at once when it is this
 /// instance, else at its next fence check (within TTL/3).
@@ -311,20 +333,7 @@ async fn freeze_table(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let id = table_id(&path)?;
-    if !body.is_empty() {
-        let obj = json_object(&body)?;
-        only_fields(&obj, &["reason"])?;
-        match obj.get("reason") {
-            None => {}
-            Some(Value::String(r)) if r == FreezeReason::Operator.as_str() => {}
-            Some(_) => {
-                return Err(ApiError::bad_request(
-                    "bad_field",
-                    "reason must be \"operator\" (or left out)",
-                ))
-            }
-        }
-    }
+    freeze_body(&body)?;
     let known = state.rt.store.table(&id).await.map_err(store_error)?;
     if known.is_none_or(|r| r.environment != state.rt.environment()) {
         return Err(ApiError::table_not_found());
@@ -373,7 +382,8 @@ async fn dispose_table(
     })))
 }
 
-fn player_name(raw: &str) -> Result<&str, ApiError> {
+/// A player name from a path segment.
+pub fn player_name(raw: &str) -> Result<&str, ApiError> {
     if valid_player_name(raw) {
         Ok(raw)
     } else {
@@ -384,6 +394,14 @@ fn player_name(raw: &str) -> Result<&str, ApiError> {
     }
 }
 
+/// The body of `POST /admin/players/{player}/grant`: `{"chips":N}`, N from
+/// 1 to 2^63−1.
+pub fn grant_body(body: &[u8]) -> Result<Chips, ApiError> {
+    let obj = json_object(body)?;
+    only_fields(&obj, &["chips"])?;
+    chips(&obj, "chips")
+}
+
 async fn grant(
     _: Admin,
     state: web::Data<AppState>,
@@ -391,9 +409,7 @@ async fn grant(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let player = player_name(&path)?;
-    let body = json_object(&body)?;
-    only_fields(&body, &["chips"])?;
-    let chips = chips(&body, "chips")?;
+    let chips = grant_body(&body)?;
     let balance = state
         .rt
         .store

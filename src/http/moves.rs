@@ -110,6 +110,20 @@ pub async fn host_table(
     host_here(&state, &id).await
 }
 
+/// The body of `POST /admin/tables/{id}/move`: `{"to":"<instance id>"}`;
+/// the instance it names.
+pub fn move_body(body: &[u8]) -> Result<String, ApiError> {
+    let obj = json_object(body)?;
+    only_fields(&obj, &["to"])?;
+    match obj.get("to") {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        _ => Err(ApiError::bad_request(
+            "bad_field",
+            "to must name an instance id",
+        )),
+    }
+}
+
 /// `POST /admin/tables/{id}/move {"to": "<instance id>"}`: 200 with the view
 /// once `to` hosts the table. The owner finishes the hand in progress
 /// (within the drain timeout, else voids it), records the table released
@@ -123,17 +137,7 @@ pub async fn move_table(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let id = table_id(&path)?;
-    let obj = json_object(&body)?;
-    only_fields(&obj, &["to"])?;
-    let to = match obj.get("to") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        _ => {
-            return Err(ApiError::bad_request(
-                "bad_field",
-                "to must name an instance id",
-            ))
-        }
-    };
+    let to = move_body(&body)?;
     let rt = &state.rt;
     let row = rt
         .store

@@ -6,6 +6,9 @@
 pub mod client;
 pub mod server;
 
+#[cfg(test)]
+mod proptests;
+
 pub use client::{parse, ClientFrame};
 pub use server::{ServerFrame, SnapshotState, TurnClock};
 

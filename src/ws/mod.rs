@@ -17,24 +17,27 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 #[derive(Deserialize)]
-pub struct WsQuery {
+struct WsQuery {
     token: Option<String>,
 }
 
 pub async fn connect(
     req: HttpRequest,
     stream: web::Payload,
-    query: web::Query<WsQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let token = query
+    // Read here rather than by the `Query` extractor: a query string that
+    // does not parse (the token given twice) holds no token that verifies,
+    // so it gets a 401 like a missing one, not the 400 of other routes.
+    let token = web::Query::<WsQuery>::from_query(req.query_string())
+        .map_err(|_| ApiError::unauthorized("give the player token once: /ws?token=..."))?
+        .into_inner()
         .token
-        .as_deref()
         .ok_or_else(|| ApiError::unauthorized("a player token is required: /ws?token=..."))?;
     let player = state
         .rt
         .signer
-        .verify(token, crate::auth::now_unix())
+        .verify(&token, crate::auth::now_unix())
         .map_err(|e| ApiError::unauthorized(&e.to_string()))?;
     if state.rt.is_draining() {
         return Err(ApiError::draining());
@@ -50,11 +53,28 @@ pub async fn connect(
 /// A relay credential (see [`crate::auth::RelayClaim`]): the relaying
 /// instance, the player, the signing time (unix millis) and the signature.
 #[derive(Deserialize)]
-pub struct RelayQuery {
+struct RelayQuery {
     player: Option<String>,
     from: Option<String>,
     at: Option<i64>,
     sig: Option<String>,
+}
+
+/// The credential's player, sender, time and signature, or why there is
+/// none. Parameters that do not parse (an `at` that is not a whole number
+/// of 64 bits, a parameter given twice) make a credential that cannot
+/// verify, so they are refused like a missing one rather than as a bad
+/// request.
+fn relay_credential(query: &str) -> Result<(String, String, i64, String), &'static str> {
+    let q = web::Query::<RelayQuery>::from_query(query)
+        .map_err(|_| {
+            "a relay credential takes each parameter once, and `at` in whole unix milliseconds"
+        })?
+        .into_inner();
+    match (q.player, q.from, q.at, q.sig) {
+        (Some(player), Some(from), Some(at_ms), Some(sig)) => Ok((player, from, at_ms, sig)),
+        _ => Err("a relay credential is required: /ws/relay?player=..&from=..&at=..&sig=.."),
+    }
 }
 
 /// Another instance relays one player's frames here. Refused (401) unless
@@ -63,16 +83,12 @@ pub struct RelayQuery {
 pub async fn relay_connect(
     req: HttpRequest,
     stream: web::Payload,
-    query: web::Query<RelayQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let q = query.into_inner();
-    let (Some(player), Some(from), Some(at_ms), Some(sig)) = (q.player, q.from, q.at, q.sig) else {
+    let (player, from, at_ms, sig) = relay_credential(req.query_string()).map_err(|why| {
         metrics::counter!(crate::instruments::RELAYS_REFUSED).increment(1);
-        return Err(ApiError::unauthorized(
-            "a relay credential is required: /ws/relay?player=..&from=..&at=..&sig=..",
-        ));
-    };
+        ApiError::unauthorized(why)
+    })?;
     let rt = &state.rt;
     let claim = crate::auth::RelayClaim {
         from,

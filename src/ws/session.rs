@@ -477,10 +477,28 @@ impl WsSession {
         }
         match (text, String::from_utf8(bytes)) {
             (true, Ok(text)) => self.on_frame(&text, ctx),
-            (true, Err(_)) => Self::close_with(ctx, ws::CloseCode::Invalid, "bad_utf8"),
+            (true, Err(_)) => Self::close_bad_utf8(ctx),
             (false, _) => self.reject_binary(ctx),
         }
     }
+
+    /// A text message that is not UTF-8, in one frame or in fragments: the
+    /// WebSocket protocol's answer is to close with 1007.
+    fn close_bad_utf8(ctx: &mut ws::WebsocketContext<Self>) {
+        Self::close_with(ctx, ws::CloseCode::Invalid, "bad_utf8");
+    }
+}
+
+/// Whether the codec refused a single text frame for not being UTF-8.
+/// actix-web-actors reports that as an `Io` error of kind `Other` that
+/// keeps only the `Utf8Error`'s message, so the message is all there is to
+/// tell it from a failed transport, whose messages never mention UTF-8.
+fn is_invalid_utf8(e: &ws::ProtocolError) -> bool {
+    matches!(
+        e,
+        ws::ProtocolError::Io(io)
+            if io.kind() == std::io::ErrorKind::Other && io.to_string().contains("utf-8")
+    )
 }
 
 impl Actor for WsSession {
@@ -648,10 +666,44 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
             ) => {
                 Self::close_with(ctx, ws::CloseCode::Protocol, "bad_fragments");
             }
+            // Like a fragmented message put back together: it spends from
+            // the rate limit, then closes the connection.
+            Err(e) if is_invalid_utf8(&e) => {
+                if self.admit(ctx) {
+                    Self::close_bad_utf8(ctx);
+                }
+            }
             Err(e) => {
                 debug!(error = %e, "websocket protocol error");
                 ctx.stop();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error actix-web-actors hands the session for a text frame that
+    /// is not UTF-8, built the way it builds it.
+    fn text_frame_error(bytes: &[u8]) -> ws::ProtocolError {
+        let e = std::str::from_utf8(bytes).expect_err("not UTF-8");
+        ws::ProtocolError::Io(std::io::Error::other(format!("{e}")))
+    }
+
+    #[test]
+    fn a_text_frame_that_is_not_utf8_is_told_apart_from_a_failed_transport() {
+        for bytes in [&b"{\xff\xfe}"[..], b"\xc3", b"ok\xe2\x82"] {
+            assert!(is_invalid_utf8(&text_frame_error(bytes)), "{bytes:?}");
+        }
+        for transport in [
+            std::io::Error::other("payload reached EOF before completing: None"),
+            std::io::Error::other("Connection reset by peer (os error 104)"),
+            std::io::Error::from(std::io::ErrorKind::InvalidData),
+        ] {
+            assert!(!is_invalid_utf8(&ws::ProtocolError::Io(transport)));
+        }
+        assert!(!is_invalid_utf8(&ws::ProtocolError::Overflow));
     }
 }

@@ -1,0 +1,353 @@
+//! Property tests for what clients send: any text is either parsed into a
+//! frame holding only values the protocol allows or refused with a frame
+//! code, and a parsed `sit`, `act` or `leave`, turned into the command a
+//! table applies for the player who sent it, is refused only with codes
+//! clients are told about and never changes a table it is refused by. The
+//! `ws_frame` fuzz target checks the same properties on inputs it grows.
+
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+
+use super::*;
+use crate::game::{
+    standard_deck, Action, Chips, Command, EventKind, Game, PlayerId, SeatNo, TableConfig,
+};
+use crate::types::TableId;
+
+/// What `parse` answers when it refuses a frame.
+const PARSE_CODES: &[&str] = &[
+    "bad_json",
+    "unknown_type",
+    "bad_field",
+    "bad_amount",
+    "table_not_found",
+];
+
+/// Rule refusals a client may get beside the stable codes (documented per
+/// frame in docs/protocol.md).
+const DOCUMENTED_RULE_CODES: &[&str] = &["no_hand_in_progress", "buy_in_out_of_range"];
+
+const MAX_AMOUNT: u64 = i64::MAX as u64;
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
+/// One field's value as JSON text: the right kind, the wrong kind, and the
+/// edges of every number type.
+fn field_value() -> BoxedStrategy<String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "null",
+            "true",
+            "0",
+            "1",
+            "-1",
+            "1.5",
+            "1e30",
+            "-0",
+            "255",
+            "256",
+            "9223372036854775807",
+            "9223372036854775808",
+            "18446744073709551615",
+            "18446744073709551616",
+            "\"\"",
+            "\"0\"",
+            "[]",
+            "{}",
+            "\"fold\"",
+            "\"raise\"",
+            "\"bet\"",
+            "\"all_in\"",
+        ])
+        .prop_map(String::from),
+        any::<u64>().prop_map(|n| n.to_string()),
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<f64>()
+            .prop_filter("JSON has no NaN or infinity", |f| f.is_finite())
+            .prop_map(|f| f.to_string()),
+        "[A-Za-z0-9_-]{0,70}".prop_map(|s| format!("\"{s}\"")),
+        any::<String>().prop_map(|s| Value::String(s).to_string()),
+    ]
+    .boxed()
+}
+
+/// A frame as a client could write it, right or wrong: a `type` (or none,
+/// or not a string) and any of the fields frames use, plus strangers.
+fn any_frame() -> impl Strategy<Value = String> {
+    let kind = prop_oneof![
+        prop::sample::select(vec!["join", "sit", "act", "leave", "ping", "teleport", ""])
+            .prop_map(|k| format!("\"{k}\"")),
+        field_value(),
+    ];
+    let names = prop::sample::select(vec![
+        "table", "seat", "buy_in", "hand", "decision", "action", "amount", "since", "colour",
+    ]);
+    (
+        prop::option::weighted(0.95, kind),
+        prop::collection::vec((names, field_value()), 0..8),
+    )
+        .prop_map(|(kind, fields)| {
+            let mut parts: Vec<String> =
+                kind.map(|k| format!("\"type\":{k}")).into_iter().collect();
+            parts.extend(fields.iter().map(|(k, v)| format!("\"{k}\":{v}")));
+            format!("{{{}}}", parts.join(","))
+        })
+}
+
+fn table_id() -> impl Strategy<Value = String> {
+    "[A-Za-z0-9_-]{1,64}"
+}
+
+fn amount() -> impl Strategy<Value = u64> {
+    prop_oneof![1..=400u64, 1..=MAX_AMOUNT, Just(MAX_AMOUNT)]
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        Just(Action::Fold),
+        Just(Action::Check),
+        Just(Action::Call),
+        Just(Action::AllIn),
+        amount().prop_map(|a| Action::Bet(Chips(a))),
+        amount().prop_map(|a| Action::Raise(Chips(a))),
+    ]
+}
+
+/// A frame the protocol accepts, with what it must parse to.
+fn well_formed() -> impl Strategy<Value = (Value, ClientFrame)> {
+    let id = |s: &str| TableId::parse(s).unwrap_or_else(|| panic!("{s:?} is a table id"));
+    prop_oneof![
+        Just((json!({"type": "ping"}), ClientFrame::Ping)),
+        (table_id(), proptest::option::of(any::<u64>())).prop_map(move |(t, since)| {
+            let mut v = json!({"type": "join", "table": t});
+            if let Some(n) = since {
+                v["since"] = json!(n);
+            }
+            (
+                v,
+                ClientFrame::Join {
+                    table: id(&t),
+                    since,
+                },
+            )
+        }),
+        (table_id(), any::<SeatNo>(), amount()).prop_map(move |(t, seat, buy_in)| (
+            json!({"type": "sit", "table": t, "seat": seat, "buy_in": buy_in}),
+            ClientFrame::Sit {
+                table: id(&t),
+                seat,
+                buy_in: Chips(buy_in)
+            }
+        )),
+        (table_id(), any::<u64>(), any::<u64>(), action()).prop_map(
+            move |(t, hand, decision, action)| {
+                let (name, amount) = match action {
+                    Action::Fold => ("fold", None),
+                    Action::Check => ("check", None),
+                    Action::Call => ("call", None),
+                    Action::AllIn => ("all_in", None),
+                    Action::Bet(a) => ("bet", Some(a.0)),
+                    Action::Raise(a) => ("raise", Some(a.0)),
+                };
+                let mut v = json!({
+                    "type": "act", "table": t, "hand": hand, "decision": decision, "action": name
+                });
+                if let Some(a) = amount {
+                    v["amount"] = json!(a);
+                }
+                let frame = ClientFrame::Act {
+                    table: id(&t),
+                    hand,
+                    decision,
+                    action,
+                };
+                (v, frame)
+            }
+        ),
+        table_id().prop_map(move |t| (
+            json!({"type": "leave", "table": t}),
+            ClientFrame::Leave { table: id(&t) }
+        )),
+    ]
+}
+
+fn check_frame(frame: &ClientFrame) {
+    if let Some(table) = frame.table() {
+        assert_eq!(TableId::parse(table.as_str()).as_ref(), Some(table));
+    }
+    let allowed = |c: Chips| (1..=MAX_AMOUNT).contains(&c.0);
+    match frame {
+        ClientFrame::Sit { buy_in, .. } => assert!(allowed(*buy_in), "{frame:?}"),
+        ClientFrame::Act {
+            action: Action::Bet(a) | Action::Raise(a),
+            ..
+        } => assert!(allowed(*a), "{frame:?}"),
+        _ => {}
+    }
+}
+
+fn config() -> TableConfig {
+    TableConfig {
+        small_blind: Chips(1),
+        big_blind: Chips(2),
+        ante: Chips(1),
+        seats: 6,
+        min_buy_in: Chips(40),
+        max_buy_in: Chips(200),
+    }
+}
+
+/// Three players seated between hands, and the same table one hand in.
+fn tables() -> (Game, Game) {
+    let seats = (0..3u8)
+        .map(|s| (s, PlayerId(format!("p{s}")), Chips(100)))
+        .collect();
+    let idle = Game::resume(config(), 4, Some(2), seats).expect("fixture table");
+    let mut playing = idle.clone();
+    playing
+        .apply(Command::StartHand {
+            deck: standard_deck(),
+        })
+        .expect("fixture hand");
+    (idle, playing)
+}
+
+/// The command a table applies for `player`'s frame, as the table actor
+/// builds it (the seat is the player's own), or `None` when the frame is
+/// not for the rules or the player has no seat (`not_seated`).
+fn command(frame: &ClientFrame, game: &Game, player: &PlayerId) -> Option<Command> {
+    let seat = game.seat_of(player);
+    match frame.clone() {
+        ClientFrame::Sit { seat, buy_in, .. } => Some(Command::Sit {
+            seat,
+            player: player.clone(),
+            stack: buy_in,
+        }),
+        ClientFrame::Act {
+            hand,
+            decision,
+            action,
+            ..
+        } => seat.map(|seat| Command::Act {
+            hand,
+            seat,
+            decision,
+            action,
+        }),
+        ClientFrame::Leave { .. } => seat.map(|seat| Command::Leave { seat }),
+        ClientFrame::Join { .. } | ClientFrame::Ping => None,
+    }
+}
+
+/// Applies `frame` for the player to act, a seated player waiting and a
+/// watcher, at a table between hands and one in a hand.
+fn apply_everywhere(frame: &ClientFrame) {
+    let (idle, playing) = tables();
+    let to_act = PlayerId(format!("p{}", playing.to_act().expect("someone acts")));
+    let waiting = (0..3)
+        .map(|s| PlayerId(format!("p{s}")))
+        .find(|p| *p != to_act)
+        .expect("a second player");
+    for game in [&idle, &playing] {
+        for player in [&to_act, &waiting, &PlayerId("watcher".into())] {
+            let Some(cmd) = command(frame, game, player) else {
+                continue;
+            };
+            let mut after = game.clone();
+            match after.apply(cmd.clone()) {
+                Err(e) => {
+                    let code = e.code();
+                    assert!(
+                        STABLE_CODES.contains(&code) || DOCUMENTED_RULE_CODES.contains(&code),
+                        "{cmd:?} refused with {code}: {e}"
+                    );
+                    assert_eq!(&after, game, "refused {cmd:?} changed the table");
+                }
+                Ok(events) => {
+                    let mut expected = i128::from(game.total_chips().0);
+                    for e in &events {
+                        match &e.kind {
+                            EventKind::Seated { stack, .. } => expected += i128::from(stack.0),
+                            EventKind::Left { stack, .. } => expected -= i128::from(stack.0),
+                            _ => {}
+                        }
+                    }
+                    assert_eq!(i128::from(after.total_chips().0), expected, "{cmd:?}");
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: cases(),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Frames of every shape: parsed into allowed values or refused with a
+    /// frame code, and what parses is handled by the rules with client codes.
+    #[test]
+    fn any_frame_is_parsed_or_refused_with_a_frame_code(text in any_frame()) {
+        match parse(&text) {
+            Ok(frame) => {
+                check_frame(&frame);
+                apply_everywhere(&frame);
+            }
+            Err(e) => {
+                prop_assert!(PARSE_CODES.contains(&e.code), "{text}: {e:?}");
+                prop_assert!(!e.message.is_empty());
+            }
+        }
+    }
+
+    /// Any text at all (not JSON, half JSON, any Unicode) never panics and
+    /// is answered with a frame code.
+    #[test]
+    fn any_text_is_answered_with_a_frame_code(text in any::<String>()) {
+        if let Err(e) = parse(&text) {
+            prop_assert!(PARSE_CODES.contains(&e.code), "{text:?}: {e:?}");
+        }
+    }
+
+    /// A frame the protocol accepts parses to exactly what it says, whatever
+    /// unknown fields ride along.
+    #[test]
+    fn well_formed_frames_parse_to_what_they_say(
+        (mut value, expected) in well_formed(),
+        extra in prop::collection::btree_map("x_[a-z]{1,8}", field_value(), 0..3),
+    ) {
+        prop_assert_eq!(parse(&value.to_string()), Ok(expected.clone()));
+        let obj: &mut Map<String, Value> = value.as_object_mut().expect("an object");
+        for (k, v) in extra {
+            obj.insert(k, serde_json::from_str(&v).expect("field values are JSON"));
+        }
+        prop_assert_eq!(parse(&value.to_string()), Ok(expected.clone()));
+        apply_everywhere(&expected);
+    }
+
+    /// Every frame cut short anywhere is `bad_json`, never a half-read frame.
+    #[test]
+    fn a_truncated_frame_is_bad_json((value, _) in well_formed(), cut in any::<prop::sample::Index>()) {
+        let text = value.to_string();
+        let at = cut.index(text.len());
+        let truncated = &text[..at];
+        prop_assert_eq!(parse(truncated).map_err(|e| e.code), Err("bad_json"), "{}", truncated);
+    }
+}
+
+#[test]
+fn a_frame_nested_past_the_parsers_depth_limit_is_bad_json() {
+    let deep = format!(
+        r#"{{"type":"join","table":"t1","since":{}{}}}"#,
+        "[".repeat(2000),
+        "]".repeat(2000)
+    );
+    assert_eq!(parse(&deep).map_err(|e| e.code), Err("bad_json"));
+}
