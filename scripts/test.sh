@@ -3,7 +3,7 @@
 # test; PITBOSS_SKIP_BROWSER=1 skips both), the exhaustive hand-evaluator
 # check (release build; PITBOSS_SKIP_EXHAUSTIVE=1 skips it for a quick local
 # run), the whole nextest suite (extra arguments go to `cargo nextest run`),
-# then the soak and the scan-cost benchmark.
+# then the soak, the short chaos run and the scan-cost benchmark.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,6 +37,18 @@ if [ "${PITBOSS_SKIP_SOAK:-0}" = "1" ]; then
     echo "test: PITBOSS_SKIP_SOAK=1, skipping the soak"
 else
     cargo nextest run --test soak --run-ignored only --no-capture --retries 0
+fi
+
+# The short chaos run: three instances, 100 tables of bots, a seeded
+# schedule of every fault kind for 90 s, then the invariants checked (about
+# 2 minutes in all). Alone too; PITBOSS_SKIP_CHAOS=1 skips it,
+# PITBOSS_CHAOS_SEED replays another schedule. docs/RELIABILITY.md has the
+# long run.
+if [ "${PITBOSS_SKIP_CHAOS:-0}" = "1" ]; then
+    echo "test: PITBOSS_SKIP_CHAOS=1, skipping the chaos run"
+else
+    cargo build -p pitboss --bin pitboss -p pitboss-bots -p pitboss-chaos
+    "${CARGO_TARGET_DIR:-$root/target}/debug/pitboss-chaos" --duration 90s --seed "${PITBOSS_CHAOS_SEED:-13}"
 fi
 
 # What idle instances cost Redis and Postgres at 1,000 and 10,000 tables: the

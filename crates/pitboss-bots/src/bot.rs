@@ -398,6 +398,18 @@ impl Bot {
                     }
                     step = self.reconnect(&why, leaving).await;
                 }
+                // `--keep-going`: a bot that cannot carry on on this
+                // connection counts the error and starts over on a new one,
+                // so one bot's trouble does not end everybody's play.
+                Err(fatal)
+                    if self.shared.opts.keep_going
+                        && !self.stopping
+                        && !matches!(fatal, Fatal::Frozen(_)) =>
+                {
+                    self.protocol_error(format!("{fatal}; connecting again (--keep-going)"));
+                    self.backoff = None;
+                    step = self.reconnect(&fatal.to_string(), true).await;
+                }
                 Err(fatal) => return Err(fatal),
             }
         }
@@ -939,6 +951,9 @@ impl Bot {
 
     async fn on_hand_ended(&mut self, v: &Value) -> Result<(), Fatal> {
         let hand = v["hand"].as_u64().unwrap_or(u64::MAX);
+        if let Some(log) = &self.shared.results {
+            log.record(&self.cfg.name, v);
+        }
         if self.cfg.counts_hands {
             let stats = self.stats();
             stats.hands.fetch_add(1, Ordering::Relaxed);

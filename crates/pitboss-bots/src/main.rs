@@ -25,6 +25,7 @@
 //!   clock's races from protocol errors.
 //! - `shared`, `stats`: what the bots share and count.
 //! - `report`: the end-of-run checks and the summary.
+//! - `results`: `--results`, every hand result told, for outside checks.
 
 mod actions;
 mod admin;
@@ -32,6 +33,7 @@ mod bot;
 mod endpoints;
 mod options;
 mod report;
+mod results;
 mod run;
 mod shared;
 mod stats;

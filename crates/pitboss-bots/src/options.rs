@@ -1,5 +1,6 @@
 //! The command line: options, their defaults and their limits.
 
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -29,6 +30,11 @@ server's chip audit.
                       server's own limit, ws.rate_per_sec, is 20 by default)
   --no-progress       no progress bar (also off when stdout is not a terminal)
   --dump-errors       print a bot's last 40 frames on stderr with each protocol error
+  --keep-going        a bot that cannot carry on (a refusal, a close, no answer in
+                      time) counts a protocol error and starts over on a new
+                      connection instead of stopping the run
+  --results FILE      write every hand result a bot was told (each hand_ended
+                      event, with the time it arrived) to FILE, one JSON line each
   -h, --help          this text
 
 The bots use only the server's public API: the admin API (which also mints
@@ -64,6 +70,8 @@ pub struct Options {
     pub max_rate: f64,
     pub progress: bool,
     pub dump_errors: bool,
+    pub results: Option<PathBuf>,
+    pub keep_going: bool,
 }
 
 #[derive(Debug)]
@@ -112,6 +120,8 @@ impl Options {
             max_rate: 15.0,
             progress: true,
             dump_errors: false,
+            results: None,
+            keep_going: false,
         };
         let mut it = args.iter().copied();
         while let Some(arg) = it.next() {
@@ -129,6 +139,7 @@ impl Options {
                 "-h" | "--help" => return Ok(Parsed::Help),
                 "--no-progress" => o.progress = false,
                 "--dump-errors" => o.dump_errors = true,
+                "--keep-going" => o.keep_going = true,
                 "--url" => given_urls.extend(urls(value()?)?),
                 "--admin-token" => o.admin_token = Some(value()?.to_string()),
                 "--tables" => o.tables = number(flag, value()?)?,
@@ -145,6 +156,7 @@ impl Options {
                 "--seed" => o.seed = Some(number(flag, value()?)?),
                 "--timeout-rate" => o.timeout_rate = number(flag, value()?)?,
                 "--max-rate" => o.max_rate = number(flag, value()?)?,
+                "--results" => o.results = Some(PathBuf::from(value()?)),
                 other => return Err(format!("unknown option {other:?}")),
             }
         }
@@ -210,6 +222,8 @@ mod tests {
         assert_eq!(o.urls, ["http://127.0.0.1:8080"]);
         assert_eq!((o.tables, o.players, o.buy_in), (1, 4, 200));
         assert_eq!(o.duration, Some(Duration::from_secs(30)));
+        assert_eq!(o.results, None);
+        assert!(!o.keep_going);
         let o = opts(&[
             "--url=http://h:1/",
             "--tables",
@@ -221,8 +235,12 @@ mod tests {
             "--seed",
             "7",
             "--no-progress",
+            "--results=told.jsonl",
+            "--keep-going",
         ]);
         assert_eq!(o.urls, ["http://h:1"]);
+        assert_eq!(o.results, Some(PathBuf::from("told.jsonl")));
+        assert!(o.keep_going);
         assert_eq!(
             (o.tables, o.players, o.hands, o.seed),
             (2, 3, Some(30), Some(7))

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::anyhow;
+use anyhow::{anyhow, Context as _};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::Rng;
 use tokio::sync::watch;
@@ -16,6 +16,7 @@ use crate::bot::{run_bot, BotCfg};
 use crate::endpoints::{bot_url, table_url, Endpoints};
 use crate::options::{Options, MAX_SEATS};
 use crate::report::{self, Ending, Report, StopReason};
+use crate::results::ResultLog;
 use crate::shared::Shared;
 use crate::stats::ms;
 
@@ -27,6 +28,13 @@ pub async fn run(opts: Options, admin_token: String) -> anyhow::Result<Report> {
         Endpoints::new(&opts.urls).ok_or_else(|| anyhow!("--url must start with http://"))?;
     let n = urls.count();
     let admin = Admin::new(urls.clone(), admin_token)?;
+    let results = match &opts.results {
+        Some(path) => Some(
+            ResultLog::create(path)
+                .with_context(|| format!("creating --results file {}", path.display()))?,
+        ),
+        None => None,
+    };
     // Read-only, so a wrong URL or admin token fails before anything exists.
     admin.check_each().await?;
 
@@ -57,7 +65,7 @@ pub async fn run(opts: Options, admin_token: String) -> anyhow::Result<Report> {
             });
         }
     }
-    let shared = Arc::new(Shared::new(opts.clone(), admin, urls));
+    let shared = Arc::new(Shared::new(opts.clone(), admin, urls, results));
     shared.stats.granted.fetch_add(granted, Ordering::Relaxed);
 
     let started = Instant::now();
@@ -83,6 +91,12 @@ pub async fn run(opts: Options, admin_token: String) -> anyhow::Result<Report> {
                 n
             }
         };
+
+    if let Some(Err(e)) = shared.results.as_ref().map(ResultLog::flush) {
+        shared
+            .stats
+            .note(format!("writing the --results file failed: {e}"));
+    }
 
     let ending = Ending {
         run_id,

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::admin::Admin;
 use crate::endpoints::Endpoints;
 use crate::options::Options;
+use crate::results::ResultLog;
 use crate::stats::Stats;
 
 /// The contract's default action clock, assumed until a `turn` says otherwise.
@@ -17,6 +18,8 @@ pub struct Shared {
     pub admin: Admin,
     pub urls: Endpoints,
     pub stats: Stats,
+    /// `--results`: where every hand result told is written.
+    pub results: Option<ResultLog>,
     pub start: Instant,
     /// The smallest (local wall clock − server send time) seen on any turn,
     /// in ms: the clock offset plus the best-case delivery time. How far a
@@ -30,12 +33,13 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(opts: Options, admin: Admin, urls: Endpoints) -> Shared {
+    pub fn new(opts: Options, admin: Admin, urls: Endpoints, results: Option<ResultLog>) -> Shared {
         Shared {
             opts,
             admin,
             urls,
             stats: Stats::default(),
+            results,
             start: Instant::now(),
             clock_offset_ms: AtomicI64::new(i64::MAX),
             action_clock_ms: AtomicU64::new(0),
