@@ -1,6 +1,7 @@
-//! `pitboss-bench`: what pitboss's lease operations cost on Redis, each
-//! printed beside its floor measured in the same run, against the same
-//! server:
+//! `pitboss-bench`: what pitboss costs, each figure printed beside its
+//! floor or baseline measured in the same run.
+//!
+//! `pitboss-bench [leases]`, the lease operations on Redis:
 //!
 //! 1. renewing N held leases: pitboss's batched renew (one script call per
 //!    lease, one round trip) vs a raw pipeline of N `PEXPIRE` (the floor)
@@ -13,6 +14,12 @@
 //! measures another one, under a key prefix of the run's own that it
 //! deletes afterwards. `--json PATH` writes the figures for comparison
 //! across commits.
+//!
+//! `pitboss-bench idle`: CPU and memory per idle hosted table and per idle
+//! WebSocket connection of a real instance (see `idle.rs`).
+//!
+//! `pitboss-bench play`: act → broadcast latency, hands/s and server CPU per
+//! act with tables of bots on a real instance (see `play.rs`).
 
 use std::net::TcpListener;
 use std::process::Stdio;
@@ -24,7 +31,9 @@ use pitboss::types::{Fence, TableId};
 use serde_json::json;
 
 const USAGE: &str =
-    "usage: pitboss-bench [--redis URL] [--leases N[,N...]] [--acquires N] [--runs N] [--json PATH]
+    "usage: pitboss-bench [leases] [--redis URL] [--leases N[,N...]] [--acquires N] [--runs N] [--json PATH]
+       pitboss-bench idle --help   (idle tables and connections)
+       pitboss-bench play --help   (act -> broadcast under bots)
 
   --redis URL     measure this Redis (default: start a redis-server of its own)
   --leases LIST   lease counts to renew (default 10000,100000)
@@ -75,14 +84,19 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
     Ok(o)
 }
 
+mod floor;
+mod idle;
+mod instance;
+mod play;
+
 /// A `redis-server` of the bench's own, killed on drop.
-struct OwnRedis {
+pub(crate) struct OwnRedis {
     _child: tokio::process::Child,
     port: u16,
 }
 
 impl OwnRedis {
-    async fn start() -> anyhow::Result<OwnRedis> {
+    pub(crate) async fn start() -> anyhow::Result<OwnRedis> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let child = tokio::process::Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -112,7 +126,7 @@ impl OwnRedis {
         bail!("the bench's redis-server on port {port} did not answer")
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 }
@@ -136,10 +150,31 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let o = parse(&args)?;
+    // A floor server runs a runtime of its own (actix's or tokio's).
+    if let ["ws-floor", kind, "--port", port] = args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        return floor::serve(kind, port.parse().context("--port takes a port")?);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    match args.first().map(String::as_str) {
+        Some("idle") => rt.block_on(idle::run(&args[1..])),
+        Some("play") => rt.block_on(play::run(&args[1..])),
+        Some("leases") => rt.block_on(leases(&args[1..])),
+        _ => rt.block_on(leases(&args)),
+    }
+}
+
+async fn leases(args: &[String]) -> anyhow::Result<()> {
+    let o = parse(args)?;
     let own = match &o.redis {
         Some(_) => None,
         None => Some(OwnRedis::start().await?),

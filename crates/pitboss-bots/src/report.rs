@@ -205,6 +205,7 @@ pub async fn finish(shared: &Shared, tables: &[String], bots: &[BotCfg], ending:
     }
     line("latency p50", q(0.50));
     line("latency p99", q(0.99));
+    line("latency p99.9", q(0.999));
     line("latency max", ms(hist.as_ref().map(|h| h.max)));
     line("protocol errors", protocol_errors.to_string());
     for e in &early {

@@ -1,0 +1,352 @@
+//! `pitboss-bench idle`: what an idle instance costs per hosted table and
+//! per idle WebSocket connection, each beside its baseline in the same run.
+//!
+//! It starts a real `pitboss serve` (release build beside this binary, or
+//! `--pitboss PATH`) on a redis-server of its own and a fresh Postgres
+//! database, and reads the process's CPU time and resident memory from
+//! `/proc`:
+//!
+//! 1. the instance hosting no table (the baseline);
+//! 2. the same instance hosting N idle tables (nobody seated; released to
+//!    its revive scan the way a drained predecessor leaves them), so
+//!    CPU and memory per table are the difference over N;
+//! 3. the same again with C idle WebSocket connections (connected,
+//!    answering pings, joined to nothing), per connection;
+//! 4. the same C connections held by two floors, each a process of its
+//!    own (see `floor.rs`): a bare tokio-tungstenite server and a bare
+//!    actix-web-actors server.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use futures::StreamExt;
+use serde_json::json;
+use sqlx::Connection as _;
+
+use crate::instance::{
+    clock_ticks, free_port, metric, start_pitboss, usage, watch, Child, Database, SECRET,
+};
+
+const USAGE: &str =
+    "usage: pitboss-bench idle [--tables N] [--conns N] [--window SECS] [--ttl-ms MS]
+                          [--pitboss PATH] [--pg-url URL] [--json PATH]
+
+  --tables N     idle tables to host (default 10000)
+  --conns N      idle WebSocket connections to hold (default 10000)
+  --window SECS  how long CPU is watched at each step (default 20)
+  --ttl-ms MS    the instance's lease TTL (default 15000, the production default)
+  --pitboss PATH the server binary (default: `pitboss` beside this binary)
+  --pg-url URL   Postgres server to create the run's database on
+                 (default $PITBOSS_TEST_PG_URL, else postgres://postgres@127.0.0.1:5432/postgres)
+  --json PATH    also write the figures as JSON";
+
+struct Options {
+    tables: usize,
+    conns: usize,
+    window: Duration,
+    ttl_ms: u64,
+    pitboss: PathBuf,
+    pg_url: String,
+    json: Option<String>,
+}
+
+fn parse(args: &[String]) -> anyhow::Result<Options> {
+    let beside = std::env::current_exe()?.with_file_name("pitboss");
+    let mut o = Options {
+        tables: 10_000,
+        conns: 10_000,
+        window: Duration::from_secs(20),
+        ttl_ms: 15_000,
+        pitboss: beside,
+        pg_url: std::env::var("PITBOSS_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into()),
+        json: None,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--tables" => o.tables = value()?.parse().context("--tables takes a count")?,
+            "--conns" => o.conns = value()?.parse().context("--conns takes a count")?,
+            "--window" => {
+                o.window = Duration::from_secs(value()?.parse().context("--window takes seconds")?)
+            }
+            "--ttl-ms" => o.ttl_ms = value()?.parse().context("--ttl-ms takes milliseconds")?,
+            "--pitboss" => o.pitboss = PathBuf::from(value()?),
+            "--pg-url" => o.pg_url = value()?.clone(),
+            "--json" => o.json = Some(value()?.clone()),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("unknown option {other}\n\n{USAGE}"),
+        }
+    }
+    if o.tables == 0 || o.conns == 0 || o.window.is_zero() {
+        bail!("counts and the window must be above 0");
+    }
+    Ok(o)
+}
+
+/// Adds `n` idle tables the way a drained predecessor leaves them; the
+/// instance's revive scan hosts them.
+async fn add_tables(db: &Database, env: &str, n: usize) -> anyhow::Result<()> {
+    let mut conn = sqlx::PgConnection::connect(&db.url).await?;
+    let config = json!({
+        "small_blind": 1, "big_blind": 2, "ante": 0, "seats": 6,
+        "min_buy_in": 40, "max_buy_in": 200
+    });
+    sqlx::query(
+        "INSERT INTO tables (id, environment, config, state, state_reason) \
+         SELECT 'tbl_idle' || lpad(i::TEXT, 11, '0'), $1, $2, 'released', 'shutdown' \
+         FROM generate_series(1, $3::INT) AS i",
+    )
+    .bind(env)
+    .bind(config)
+    .bind(n as i32)
+    .execute(&mut conn)
+    .await
+    .context("insert the tables")?;
+    Ok(())
+}
+
+/// `n` idle WebSocket connections to `url_of(i)`, each read by a task of
+/// its own (which answers pings), until the returned guard is dropped.
+struct Connections {
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Connections {
+    async fn open(n: usize, url_of: impl Fn(usize) -> String) -> anyhow::Result<Connections> {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let (up_tx, mut up_rx) = tokio::sync::mpsc::channel::<Result<(), String>>(n);
+        // At most this many handshakes at once, so the accept queue never
+        // overflows.
+        let gate = Arc::new(tokio::sync::Semaphore::new(128));
+        let mut tasks = Vec::with_capacity(n);
+        for i in 0..n {
+            let url = url_of(i);
+            let (gate, up, mut stopped) = (gate.clone(), up_tx.clone(), stopped.clone());
+            tasks.push(tokio::spawn(async move {
+                let permit = gate.acquire_owned().await;
+                let ws = tokio_tungstenite::connect_async(url.as_str()).await;
+                drop(permit);
+                let mut ws = match ws {
+                    Ok((ws, _)) => {
+                        let _ = up.send(Ok(())).await;
+                        ws
+                    }
+                    Err(e) => {
+                        let _ = up.send(Err(e.to_string())).await;
+                        return;
+                    }
+                };
+                loop {
+                    tokio::select! {
+                        frame = ws.next() => if !matches!(frame, Some(Ok(_))) { return },
+                        _ = stopped.changed() => {
+                            let _ = ws.close(None).await;
+                            return;
+                        }
+                    }
+                }
+            }));
+        }
+        drop(up_tx);
+        let mut up = 0;
+        while let Some(res) = up_rx.recv().await {
+            match res {
+                Ok(()) => up += 1,
+                Err(e) => bail!("a connection failed after {up} were open: {e}"),
+            }
+            if up == n {
+                break;
+            }
+        }
+        if up < n {
+            bail!("only {up} of {n} connections opened");
+        }
+        Ok(Connections { stop, tasks })
+    }
+
+    async fn close(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// A floor server (`pitboss-bench ws-floor KIND --port P`) holding `n`
+/// connections: its memory per connection.
+async fn floor(kind: &str, n: usize, settle: Duration) -> anyhow::Result<f64> {
+    let port = free_port()?;
+    let child = Child(
+        tokio::process::Command::new(std::env::current_exe()?)
+            .args(["ws-floor", kind, "--port", &port.to_string()])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?,
+    );
+    let pid = child.pid()?;
+    let t0 = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        if t0.elapsed() > Duration::from_secs(10) {
+            bail!("the {kind} floor did not listen");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(settle).await;
+    let ticks = clock_ticks();
+    let before = usage(pid, ticks)?.rss_kib;
+    let conns = Connections::open(n, |_| format!("ws://127.0.0.1:{port}/ws")).await?;
+    tokio::time::sleep(settle).await;
+    let after = usage(pid, ticks)?.rss_kib;
+    conns.close().await;
+    drop(child);
+    Ok(kib_to_kb(after.saturating_sub(before)) / n as f64)
+}
+
+/// Kibibytes as kilobytes (the unit the goals are written in).
+fn kib_to_kb(kib: u64) -> f64 {
+    kib as f64 * 1.024
+}
+
+pub async fn run(args: &[String]) -> anyhow::Result<()> {
+    let o = parse(args)?;
+    let redis = crate::OwnRedis::start().await?;
+    let db = Database::create(&o.pg_url, "idle").await?;
+    let result = measure(&o, &db, &redis.url(), args).await;
+    db.drop_it().await?;
+    result
+}
+
+async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> anyhow::Result<()> {
+    // Idle tables stay hosted for the whole run.
+    let inst = start_pitboss(
+        &o.pitboss,
+        o.ttl_ms,
+        db,
+        redis,
+        &[("PITBOSS__TABLE__IDLE_EVICT_MS", "86400000")],
+    )
+    .await?;
+    let pid = inst.child.pid()?;
+    println!(
+        "pitboss-bench idle: {} cores, {}, lease TTL {} ms, {} s windows; command: pitboss-bench idle {}",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        o.pitboss.display(),
+        o.ttl_ms,
+        o.window.as_secs(),
+        args.join(" ")
+    );
+    let settle = Duration::from_secs(5);
+    tokio::time::sleep(settle).await;
+    let empty = watch(pid, o.window).await?;
+    println!(
+        "  no table:        {:6.2}% of a core, RSS {:8.1} MB  (baseline)",
+        empty.core_share * 100.0,
+        empty.rss_kib as f64 / 1024.0
+    );
+
+    add_tables(db, &inst.env, o.tables).await?;
+    let t0 = Instant::now();
+    while metric(&inst.http, "pitboss_tables_hosted").await? < o.tables as f64 {
+        if t0.elapsed() > Duration::from_secs(600) {
+            bail!("{} tables were not hosted within 600 s", o.tables);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    println!(
+        "  {} tables hosted {:.1?} after they were released",
+        o.tables,
+        t0.elapsed()
+    );
+    // Let the acquisitions' first renews and the scan's backlog settle.
+    tokio::time::sleep(settle + Duration::from_millis(o.ttl_ms)).await;
+    let tables = watch(pid, o.window).await?;
+    let per_table_cpu = (tables.core_share - empty.core_share) / o.tables as f64;
+    let per_table_kb = kib_to_kb(tables.rss_kib.saturating_sub(empty.rss_kib)) / o.tables as f64;
+    println!(
+        "  {} idle tables: {:6.2}% of a core, RSS {:8.1} MB  → per table {:.3} µs CPU/s ({:.2}% of a core per 10,000), {:.2} kB",
+        o.tables,
+        tables.core_share * 100.0,
+        tables.rss_kib as f64 / 1024.0,
+        per_table_cpu * 1e6,
+        per_table_cpu * 10_000.0 * 100.0,
+        per_table_kb,
+    );
+
+    let signer = pitboss::auth::TokenSigner::new(secrecy::SecretString::from(SECRET));
+    let now = chrono_now();
+    let tokens: Vec<String> = (0..o.conns)
+        .map(|i| signer.mint(&format!("idle{i}"), now))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("mint a token: {e:?}"))?;
+    let port = inst.port;
+    let conns = Connections::open(o.conns, |i| {
+        format!("ws://127.0.0.1:{port}/ws?token={}", tokens[i])
+    })
+    .await?;
+    let open = metric(&inst.http, "pitboss_ws_connections").await?;
+    if open < o.conns as f64 {
+        bail!("pitboss counts {open} connections of {}", o.conns);
+    }
+    tokio::time::sleep(settle).await;
+    let with_conns = watch(pid, o.window).await?;
+    conns.close().await;
+    let per_conn_kb = kib_to_kb(with_conns.rss_kib.saturating_sub(tables.rss_kib)) / o.conns as f64;
+    let per_conn_cpu = (with_conns.core_share - tables.core_share) / o.conns as f64;
+    println!(
+        "  + {} idle connections: {:6.2}% of a core, RSS {:8.1} MB  → per connection {:.2} kB, {:.3} µs CPU/s",
+        o.conns,
+        with_conns.core_share * 100.0,
+        with_conns.rss_kib as f64 / 1024.0,
+        per_conn_kb,
+        per_conn_cpu * 1e6,
+    );
+    drop(inst);
+
+    let actix = floor("actix", o.conns, settle).await?;
+    let tungstenite = floor("tungstenite", o.conns, settle).await?;
+    println!(
+        "  per idle connection: pitboss {per_conn_kb:.2} kB   actix-web-actors floor {actix:.2} kB   tokio-tungstenite floor {tungstenite:.2} kB   pitboss/actix {:.2}x",
+        per_conn_kb / actix
+    );
+
+    if let Some(path) = &o.json {
+        let doc = json!({
+            "command": format!("pitboss-bench idle {}", args.join(" ")),
+            "cores": std::thread::available_parallelism().map_or(0, usize::from),
+            "ttl_ms": o.ttl_ms,
+            "window_s": o.window.as_secs(),
+            "figures": [
+                {"figure": "idle_tables", "tables": o.tables,
+                 "baseline_core_share": empty.core_share, "core_share": tables.core_share,
+                 "baseline_rss_kib": empty.rss_kib, "rss_kib": tables.rss_kib,
+                 "per_table_cpu_us_per_s": per_table_cpu * 1e6, "per_table_kb": per_table_kb},
+                {"figure": "idle_connections", "connections": o.conns,
+                 "core_share": with_conns.core_share, "rss_kib": with_conns.rss_kib,
+                 "per_connection_kb": per_conn_kb, "per_connection_cpu_us_per_s": per_conn_cpu * 1e6,
+                 "actix_floor_kb": actix, "tungstenite_floor_kb": tungstenite},
+            ],
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
+            .with_context(|| format!("write {path}"))?;
+        println!("figures written to {path}");
+    }
+    Ok(())
+}
+
+fn chrono_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}

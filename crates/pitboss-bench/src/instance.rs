@@ -1,0 +1,217 @@
+//! A real `pitboss serve` for the benchmarks that need one: its own
+//! database, its process's CPU time and memory read from `/proc`, and its
+//! metrics.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use sqlx::Connection as _;
+
+pub(crate) fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// CPU time (user + system) and resident memory of a process, from /proc.
+#[derive(Clone, Copy)]
+pub(crate) struct Usage {
+    pub(crate) cpu: Duration,
+    pub(crate) rss_kib: u64,
+}
+
+pub(crate) fn clock_ticks() -> u64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100)
+}
+
+pub(crate) fn usage(pid: u32, ticks: u64) -> anyhow::Result<Usage> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("process {pid} is gone"))?;
+    // The command name may hold spaces; the fields after it do not.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| -> anyhow::Result<u64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse().ok())
+            .with_context(|| format!("/proc/{pid}/stat field {i}"))
+    };
+    // utime and stime: fields 14 and 15 of stat(5), 11 and 12 after `)`.
+    let cpu_ticks = field(11)? + field(12)?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let rss_kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .context("VmRSS")?;
+    Ok(Usage {
+        cpu: Duration::from_secs_f64(cpu_ticks as f64 / ticks as f64),
+        rss_kib,
+    })
+}
+
+/// One step's reading: the share of one core the process used over the
+/// window, and its resident memory at the end.
+#[derive(Clone, Copy)]
+pub(crate) struct Reading {
+    pub(crate) core_share: f64,
+    pub(crate) rss_kib: u64,
+}
+
+pub(crate) async fn watch(pid: u32, window: Duration) -> anyhow::Result<Reading> {
+    let ticks = clock_ticks();
+    let u0 = usage(pid, ticks)?;
+    let t0 = Instant::now();
+    tokio::time::sleep(window).await;
+    let u1 = usage(pid, ticks)?;
+    Ok(Reading {
+        core_share: (u1.cpu - u0.cpu).as_secs_f64() / t0.elapsed().as_secs_f64(),
+        rss_kib: u1.rss_kib,
+    })
+}
+
+/// A child process killed on drop.
+pub(crate) struct Child(pub(crate) tokio::process::Child);
+
+impl Child {
+    pub(crate) fn pid(&self) -> anyhow::Result<u32> {
+        self.0.id().context("the process has exited")
+    }
+}
+
+/// The run's own database on the given server, dropped at the end.
+pub(crate) struct Database {
+    admin_url: String,
+    name: String,
+    pub(crate) url: String,
+}
+
+impl Database {
+    pub(crate) async fn create(admin_url: &str, label: &str) -> anyhow::Result<Database> {
+        let name = format!("pitboss_bench_{label}_{}", std::process::id());
+        let mut admin = sqlx::PgConnection::connect(admin_url)
+            .await
+            .context("connect to Postgres (--pg-url)")?;
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
+            .execute(&mut admin)
+            .await?;
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await?;
+        let mut url = url::Url::parse(admin_url).context("--pg-url")?;
+        url.set_path(&name);
+        Ok(Database {
+            admin_url: admin_url.to_string(),
+            name,
+            url: url.to_string(),
+        })
+    }
+
+    pub(crate) async fn drop_it(self) -> anyhow::Result<()> {
+        let mut admin = sqlx::PgConnection::connect(&self.admin_url).await?;
+        sqlx::query(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ))
+        .execute(&mut admin)
+        .await?;
+        Ok(())
+    }
+}
+
+pub(crate) struct Instance {
+    pub(crate) child: Child,
+    pub(crate) http: String,
+    pub(crate) port: u16,
+    pub(crate) env: String,
+}
+
+pub(crate) const SECRET: &str = "pitboss-bench-player-token-secret";
+pub(crate) const ADMIN_TOKEN: &str = "pitboss-bench-admin-token";
+
+/// Starts `pitboss serve` on the run's Redis and database; `extra` are
+/// further `PITBOSS__*` settings.
+pub(crate) async fn start_pitboss(
+    pitboss: &Path,
+    ttl_ms: u64,
+    db: &Database,
+    redis: &str,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<Instance> {
+    let port = free_port()?;
+    let env = format!("bench{}", std::process::id());
+    let log = std::env::temp_dir().join(format!("pitboss-bench-{}.log", std::process::id()));
+    let log_file = std::fs::File::create(&log)?;
+    let mut cmd = tokio::process::Command::new(pitboss);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("PITBOSS") {
+            cmd.env_remove(key);
+        }
+    }
+    // The workspace root holds `config/`.
+    cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .arg("serve")
+        .env("PITBOSS_ENV", "local")
+        .env("PITBOSS__HTTP__PORT", port.to_string())
+        .env("PITBOSS__DATABASE__URL", &db.url)
+        .env("PITBOSS__DATABASE__MAX_CONNECTIONS", "20")
+        .env("PITBOSS__REDIS__URL", redis)
+        .env("PITBOSS__INSTANCE__ID", "bench-idle")
+        .env("PITBOSS__INSTANCE__ENVIRONMENT", &env)
+        .env("PITBOSS__LEASE__TTL_MS", ttl_ms.to_string())
+        .env("PITBOSS__AUTH__SECRET", SECRET)
+        .env("PITBOSS__ADMIN__TOKEN", ADMIN_TOKEN)
+        .env("PITBOSS__LOG__FORMAT", "json")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .kill_on_drop(true);
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let child = Child(cmd.spawn().with_context(|| {
+        format!(
+            "start {} (build it: cargo build --release)",
+            pitboss.display()
+        )
+    })?);
+    let http = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(60) {
+        if let Ok(r) = client.get(format!("{http}/readyz")).send().await {
+            if r.status().is_success() {
+                return Ok(Instance {
+                    child,
+                    http,
+                    port,
+                    env,
+                });
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!(
+        "pitboss did not become ready within 60 s; its log: {}",
+        log.display()
+    )
+}
+
+pub(crate) async fn metric(http: &str, name: &str) -> anyhow::Result<f64> {
+    let text = reqwest::get(format!("{http}/metrics"))
+        .await?
+        .text()
+        .await?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0))
+}
