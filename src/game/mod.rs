@@ -4,6 +4,8 @@
 //! See `docs/game.md` for the rules as implemented.
 
 pub mod cards;
+#[doc(hidden)]
+pub mod checks;
 pub mod chips;
 pub mod engine;
 mod error;

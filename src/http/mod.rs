@@ -2,6 +2,8 @@
 //! WebSocket endpoint lives in `crate::ws`, which builds on this module.
 
 pub mod admin;
+#[doc(hidden)]
+pub mod checks;
 pub mod moves;
 pub mod pages;
 

@@ -1,19 +1,15 @@
-//! Property tests for the admin API's bodies and path segments, through the
-//! same functions the handlers call before they touch any state: every
-//! input is accepted only within what the rules and Postgres hold, and
-//! every refusal is a 400 with `bad_json`, `bad_field` or `bad_amount` in
-//! words of our own. The `admin_body` fuzz target checks the same
-//! properties on inputs it grows.
+//! Generators for the admin API's bodies and path segments, and the exact
+//! answers for valid table bodies and grants. The properties every body and
+//! segment must keep live in `checks`, which the `admin_body` fuzz target
+//! asserts too.
 
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::admin::{freeze_body, grant_body, player_name, table_config, table_id};
+use super::admin::{freeze_body, grant_body, table_config};
+use super::checks::{self, MAX_AMOUNT};
 use super::moves::move_body;
-use super::ApiError;
 use crate::game::{Chips, TableConfig};
-
-const MAX_AMOUNT: u64 = i64::MAX as u64;
 
 const TABLE_FIELDS: [&str; 6] = [
     "small_blind",
@@ -23,13 +19,6 @@ const TABLE_FIELDS: [&str; 6] = [
     "min_buy_in",
     "max_buy_in",
 ];
-
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
-}
 
 /// One field's value as JSON text: the right kind, the wrong kind, and the
 /// edges of every number type.
@@ -124,46 +113,8 @@ fn valid_table() -> impl Strategy<Value = (Value, TableConfig)> {
         })
 }
 
-/// The message without the part that quotes what the client sent (an
-/// unknown field's name may say anything).
-fn without_quoted(message: &str) -> String {
-    match (message.find('"'), message.rfind('"')) {
-        (Some(a), Some(b)) if a < b => format!("{}{}", &message[..a], &message[b + 1..]),
-        _ => message.to_string(),
-    }
-}
-
-fn check_refusal(e: &ApiError, body: &[u8]) -> Result<(), TestCaseError> {
-    prop_assert_eq!(e.status.as_u16(), 400, "{}", e);
-    prop_assert!(
-        matches!(e.code, "bad_json" | "bad_field" | "bad_amount"),
-        "{}",
-        e
-    );
-    prop_assert!(!e.message.is_empty());
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(_)) => {
-            prop_assert_ne!(
-                e.code,
-                "bad_json",
-                "a JSON object refused as bad_json: {}",
-                e
-            );
-            let ours = without_quoted(&e.message);
-            prop_assert!(
-                !ours.contains("invalid type") && !ours.contains("at line"),
-                "the parser's own words: {}",
-                e
-            );
-        }
-        _ => prop_assert_eq!(e.code, "bad_json", "not an object, yet {}", e),
-    }
-    Ok(())
-}
-
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: cases(),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
@@ -172,33 +123,7 @@ proptest! {
     /// refused only with a 400 and a body code.
     #[test]
     fn any_body_is_accepted_within_range_or_refused_with_a_400(body in any_body()) {
-        match table_config(&body) {
-            Ok(c) => {
-                prop_assert!(c.validate().is_ok(), "{:?}", c);
-                for a in [c.small_blind, c.big_blind, c.min_buy_in, c.max_buy_in] {
-                    prop_assert!((1..=MAX_AMOUNT).contains(&a.0), "{:?}", c);
-                }
-                prop_assert!(c.ante.0 <= MAX_AMOUNT);
-            }
-            Err(e) => check_refusal(&e, &body)?,
-        }
-        match grant_body(&body) {
-            Ok(chips) => prop_assert!((1..=MAX_AMOUNT).contains(&chips.0)),
-            Err(e) => check_refusal(&e, &body)?,
-        }
-        match freeze_body(&body) {
-            // An empty body is a freeze without a reason.
-            Ok(()) if body.is_empty() => {}
-            Ok(()) => {
-                let v: Value = serde_json::from_slice(&body).expect("accepted bodies are JSON");
-                prop_assert!(v.as_object().is_some_and(|o| o.keys().all(|k| k == "reason")));
-            }
-            Err(e) => check_refusal(&e, &body)?,
-        }
-        match move_body(&body) {
-            Ok(to) => prop_assert!(!to.is_empty()),
-            Err(e) => check_refusal(&e, &body)?,
-        }
+        checks::check_body(&body);
     }
 
     /// A valid table body gives exactly its config; one field made wrong (a
@@ -251,20 +176,7 @@ proptest! {
         "[A-Za-z0-9_.-]{0,40}",
         any::<String>(),
     ]) {
-        let name_ok = !raw.is_empty()
-            && raw.len() <= 32
-            && raw.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
-        match player_name(&raw) {
-            Ok(name) => prop_assert!(name_ok && name == raw),
-            Err(e) => prop_assert!(!name_ok && (e.status.as_u16(), e.code) == (400, "bad_field")),
-        }
-        let id_ok = !raw.is_empty()
-            && raw.len() <= 64
-            && raw.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c));
-        match table_id(&raw) {
-            Ok(id) => prop_assert!(id_ok && id.as_str() == raw),
-            Err(e) => prop_assert!(!id_ok && (e.status.as_u16(), e.code) == (404, "table_not_found")),
-        }
+        checks::check_path_segment(&raw);
     }
 }
 

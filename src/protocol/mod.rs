@@ -3,6 +3,8 @@
 //! error every refused frame or command gets. Tables produce these frames;
 //! the WebSocket session only carries them.
 
+#[doc(hidden)]
+pub mod checks;
 pub mod client;
 pub mod server;
 

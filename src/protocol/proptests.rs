@@ -1,40 +1,16 @@
-//! Property tests for what clients send: any text is either parsed into a
-//! frame holding only values the protocol allows or refused with a frame
-//! code, and a parsed `sit`, `act` or `leave`, turned into the command a
-//! table applies for the player who sent it, is refused only with codes
-//! clients are told about and never changes a table it is refused by. The
-//! `ws_frame` fuzz target checks the same properties on inputs it grows.
+//! Generators for what clients send: frames of every shape, any text, and
+//! well-formed frames with what they must parse to. The properties every
+//! parsed or refused frame must keep live in `checks`, which the `ws_frame`
+//! fuzz target asserts too; the exact parses and the truncations are
+//! checked here.
 
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
+use super::checks::{self, MAX_AMOUNT};
 use super::*;
-use crate::game::{
-    standard_deck, Action, Chips, Command, EventKind, Game, PlayerId, SeatNo, TableConfig,
-};
+use crate::game::{Action, Chips, SeatNo};
 use crate::types::TableId;
-
-/// What `parse` answers when it refuses a frame.
-const PARSE_CODES: &[&str] = &[
-    "bad_json",
-    "unknown_type",
-    "bad_field",
-    "bad_amount",
-    "table_not_found",
-];
-
-/// Rule refusals a client may get beside the stable codes (documented per
-/// frame in docs/protocol.md).
-const DOCUMENTED_RULE_CODES: &[&str] = &["no_hand_in_progress", "buy_in_out_of_range"];
-
-const MAX_AMOUNT: u64 = i64::MAX as u64;
-
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
-}
 
 /// One field's value as JSON text: the right kind, the wrong kind, and the
 /// edges of every number type.
@@ -176,117 +152,8 @@ fn well_formed() -> impl Strategy<Value = (Value, ClientFrame)> {
     ]
 }
 
-fn check_frame(frame: &ClientFrame) {
-    if let Some(table) = frame.table() {
-        assert_eq!(TableId::parse(table.as_str()).as_ref(), Some(table));
-    }
-    let allowed = |c: Chips| (1..=MAX_AMOUNT).contains(&c.0);
-    match frame {
-        ClientFrame::Sit { buy_in, .. } => assert!(allowed(*buy_in), "{frame:?}"),
-        ClientFrame::Act {
-            action: Action::Bet(a) | Action::Raise(a),
-            ..
-        } => assert!(allowed(*a), "{frame:?}"),
-        _ => {}
-    }
-}
-
-fn config() -> TableConfig {
-    TableConfig {
-        small_blind: Chips(1),
-        big_blind: Chips(2),
-        ante: Chips(1),
-        seats: 6,
-        min_buy_in: Chips(40),
-        max_buy_in: Chips(200),
-    }
-}
-
-/// Three players seated between hands, and the same table one hand in.
-fn tables() -> (Game, Game) {
-    let seats = (0..3u8)
-        .map(|s| (s, PlayerId(format!("p{s}")), Chips(100)))
-        .collect();
-    let idle = Game::resume(config(), 4, Some(2), seats).expect("fixture table");
-    let mut playing = idle.clone();
-    playing
-        .apply(Command::StartHand {
-            deck: standard_deck(),
-        })
-        .expect("fixture hand");
-    (idle, playing)
-}
-
-/// The command a table applies for `player`'s frame, as the table actor
-/// builds it (the seat is the player's own), or `None` when the frame is
-/// not for the rules or the player has no seat (`not_seated`).
-fn command(frame: &ClientFrame, game: &Game, player: &PlayerId) -> Option<Command> {
-    let seat = game.seat_of(player);
-    match frame.clone() {
-        ClientFrame::Sit { seat, buy_in, .. } => Some(Command::Sit {
-            seat,
-            player: player.clone(),
-            stack: buy_in,
-        }),
-        ClientFrame::Act {
-            hand,
-            decision,
-            action,
-            ..
-        } => seat.map(|seat| Command::Act {
-            hand,
-            seat,
-            decision,
-            action,
-        }),
-        ClientFrame::Leave { .. } => seat.map(|seat| Command::Leave { seat }),
-        ClientFrame::Join { .. } | ClientFrame::Ping => None,
-    }
-}
-
-/// Applies `frame` for the player to act, a seated player waiting and a
-/// watcher, at a table between hands and one in a hand.
-fn apply_everywhere(frame: &ClientFrame) {
-    let (idle, playing) = tables();
-    let to_act = PlayerId(format!("p{}", playing.to_act().expect("someone acts")));
-    let waiting = (0..3)
-        .map(|s| PlayerId(format!("p{s}")))
-        .find(|p| *p != to_act)
-        .expect("a second player");
-    for game in [&idle, &playing] {
-        for player in [&to_act, &waiting, &PlayerId("watcher".into())] {
-            let Some(cmd) = command(frame, game, player) else {
-                continue;
-            };
-            let mut after = game.clone();
-            match after.apply(cmd.clone()) {
-                Err(e) => {
-                    let code = e.code();
-                    assert!(
-                        STABLE_CODES.contains(&code) || DOCUMENTED_RULE_CODES.contains(&code),
-                        "{cmd:?} refused with {code}: {e}"
-                    );
-                    assert_eq!(&after, game, "refused {cmd:?} changed the table");
-                }
-                Ok(events) => {
-                    let mut expected = i128::from(game.total_chips().0);
-                    for e in &events {
-                        match &e.kind {
-                            EventKind::Seated { stack, .. } => expected += i128::from(stack.0),
-                            EventKind::Left { stack, .. } => expected -= i128::from(stack.0),
-                            _ => {}
-                        }
-                    }
-                    assert_eq!(i128::from(after.total_chips().0), expected, "{cmd:?}");
-                }
-            }
-        }
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: cases(),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
@@ -295,25 +162,14 @@ proptest! {
     /// frame code, and what parses is handled by the rules with client codes.
     #[test]
     fn any_frame_is_parsed_or_refused_with_a_frame_code(text in any_frame()) {
-        match parse(&text) {
-            Ok(frame) => {
-                check_frame(&frame);
-                apply_everywhere(&frame);
-            }
-            Err(e) => {
-                prop_assert!(PARSE_CODES.contains(&e.code), "{text}: {e:?}");
-                prop_assert!(!e.message.is_empty());
-            }
-        }
+        checks::check_text(&text);
     }
 
     /// Any text at all (not JSON, half JSON, any Unicode) never panics and
     /// is answered with a frame code.
     #[test]
     fn any_text_is_answered_with_a_frame_code(text in any::<String>()) {
-        if let Err(e) = parse(&text) {
-            prop_assert!(PARSE_CODES.contains(&e.code), "{text:?}: {e:?}");
-        }
+        checks::check_text(&text);
     }
 
     /// A frame the protocol accepts parses to exactly what it says, whatever
@@ -329,7 +185,7 @@ proptest! {
             obj.insert(k, serde_json::from_str(&v).expect("field values are JSON"));
         }
         prop_assert_eq!(parse(&value.to_string()), Ok(expected.clone()));
-        apply_everywhere(&expected);
+        checks::check_frame(&expected);
     }
 
     /// Every frame cut short anywhere is `bad_json`, never a half-read frame.
