@@ -47,7 +47,9 @@ fi
 if [ "${PITBOSS_SKIP_CHAOS:-0}" = "1" ]; then
     echo "test: PITBOSS_SKIP_CHAOS=1, skipping the chaos run"
 else
-    cargo build -p pitboss --bin pitboss -p pitboss-bots -p pitboss-chaos
+    # The suite above built it, and the pitboss and pitboss-bots beside it
+    # (a `cargo build` of just these would unify features differently and
+    # compile much of the tree again).
     "${CARGO_TARGET_DIR:-$root/target}/debug/pitboss-chaos" --duration 90s --seed "${PITBOSS_CHAOS_SEED:-13}"
 fi
 
