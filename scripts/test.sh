@@ -47,9 +47,7 @@ fi
 if [ "${PITBOSS_SKIP_CHAOS:-0}" = "1" ]; then
     echo "test: PITBOSS_SKIP_CHAOS=1, skipping the chaos run"
 else
-    # The suite above built it, and the pitboss and pitboss-bots beside it
-    # (a `cargo build` of just these would unify features differently and
-    # compile much of the tree again).
+    cargo build -p pitboss -p pitboss-bots -p pitboss-chaos --bins
     "${CARGO_TARGET_DIR:-$root/target}/debug/pitboss-chaos" --duration 90s --seed "${PITBOSS_CHAOS_SEED:-13}"
 fi
 
