@@ -205,6 +205,20 @@ impl Handler<Freeze> for Table {
     }
 }
 
+/// Postgres holds a newer owner's fence for the table (seen by the fence
+/// check): stop this copy without a write; its watchers follow the table.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Superseded;
+
+impl Handler<Superseded> for Table {
+    type Result = ();
+
+    fn handle(&mut self, _msg: Superseded, ctx: &mut Self::Context) {
+        self.supersede(ctx);
+    }
+}
+
 /// Graceful shutdown: no new hands; the hand in progress may finish until
 /// `deadline`, then it is voided; the table persists and stops.
 #[derive(Message)]

@@ -91,6 +91,16 @@ impl Table {
             // it froze. (An operator's freeze is told as such.)
             let superseded = matches!(farewell, Farewell::Frozen(FreezeReason::LeaseLost))
                 && matches!(res, Err(StoreError::StaleOwnerBoundaryWrite { .. }));
+            // A freeze Postgres did not record (it could not be reached, or
+            // a row lock outlasted the lock budget) is not told as one: the
+            // table is still open there, under this owner's fence. Its
+            // watchers look for it again, and a join hosts it anew (a new
+            // lease and a higher fence), which no stale copy can write past.
+            let unrecorded = matches!(farewell, Farewell::Frozen(_))
+                && matches!(&res, Err(e) if !matches!(e, StoreError::StaleOwnerBoundaryWrite { .. }));
+            if unrecorded {
+                act.set_phase(Phase::Stopping);
+            }
             match res {
                 Ok(()) => match &farewell {
                     Farewell::Drained => {
@@ -107,7 +117,7 @@ impl Table {
                 Err(e) => error!(error = %e, state = %to, "could not record the table's state"),
             }
             let how = match farewell {
-                _ if superseded => Dismissal::Moved,
+                _ if superseded || unrecorded => Dismissal::Moved,
                 Farewell::Moved(_) => Dismissal::Moved,
                 Farewell::Frozen(reason) => Dismissal::Notice(
                     ServerFrame::Frozen {
@@ -260,20 +270,42 @@ impl Table {
                 event = "table_abandoned",
                 "lease released by a forced shutdown; stopping without a state write"
             );
-            self.set_phase(Phase::Stopping);
-            for t in [
-                &mut self.action_timer,
-                &mut self.next_hand_timer,
-                &mut self.drain_timer,
-            ] {
-                Self::cancel(ctx, t);
-            }
-            self.dismiss_all(&Dismissal::Released);
-            ctx.stop();
+            self.stop_unwritten(&Dismissal::Released, ctx);
             return;
         }
         warn!(event = "lease_revoked", "the lease was given up; freezing");
         self.freeze(FreezeReason::LeaseLost, ctx);
+    }
+
+    /// Postgres holds a newer owner's fence: this copy stops without a
+    /// state write (it would be refused) and its watchers follow the table
+    /// to its owner, as on any owner change. Nothing is told as frozen:
+    /// nothing was recorded so.
+    pub fn supersede(&mut self, ctx: &mut Context<Self>) {
+        if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
+            return;
+        }
+        let _g = self.span.clone().entered();
+        warn!(
+            event = "table_superseded",
+            "a newer owner holds this table; stopping this copy"
+        );
+        self.stop_unwritten(&Dismissal::Moved, ctx);
+    }
+
+    /// Stops at once, without a state write: no more dealing, no timers,
+    /// watchers dismissed `how`.
+    fn stop_unwritten(&mut self, how: &Dismissal, ctx: &mut Context<Self>) {
+        self.set_phase(Phase::Stopping);
+        for t in [
+            &mut self.action_timer,
+            &mut self.next_hand_timer,
+            &mut self.drain_timer,
+        ] {
+            Self::cancel(ctx, t);
+        }
+        self.dismiss_all(how);
+        ctx.stop();
     }
 
     /// Moves to `phase`, keeping the paused-tables gauge true.

@@ -14,7 +14,9 @@ mod play;
 mod timers;
 
 pub use fanout::{Backlog, Outbound, SessionId};
-pub use handlers::{Act, Drain, Freeze, Join, Leave, Refence, RefenceOutcome, Sit, Unsubscribe};
+pub use handlers::{
+    Act, Drain, Freeze, Join, Leave, Refence, RefenceOutcome, Sit, Superseded, Unsubscribe,
+};
 pub use timers::CheckLease;
 
 use std::collections::{HashMap, VecDeque};

@@ -9,7 +9,7 @@ use tracing::{debug, error, info, warn};
 
 use super::hosting::{dispose, release, HostError, Mode};
 use super::{DrainState, Pending, TableManager};
-use crate::actors::table::{Drain, Freeze, ReassertLease, Table, TableStopped};
+use crate::actors::table::{Drain, Freeze, ReassertLease, Superseded, Table, TableStopped};
 use crate::game::Chips;
 use crate::instruments;
 use crate::lease::{HeldLease, RenewOutcome};
@@ -334,22 +334,26 @@ impl Handler<FencesSeen> for TableManager {
             else {
                 continue;
             };
-            let reason = if state == TableState::Frozen && reason == Some(StateReason::Operator) {
-                FreezeReason::Operator
-            } else {
-                metrics::counter!(instruments::LEASES_LOST, "reason" => "foreign").increment(1);
-                FreezeReason::LeaseLost
-            };
+            let operator = state == TableState::Frozen && reason == Some(StateReason::Operator);
             warn!(
                 event = "fence_moved",
                 table_id = %table,
                 fence = h.fence.0,
                 current = fence.0,
-                reason = %reason,
+                operator,
                 "Postgres holds a newer fence for this table; stopping its copy"
             );
             h.clock.revoke();
-            h.addr.do_send(Freeze { reason });
+            if operator {
+                h.addr.do_send(Freeze {
+                    reason: FreezeReason::Operator,
+                });
+            } else {
+                // A newer owner stamped it: nothing to record, nothing
+                // frozen; the copy's watchers follow the table there.
+                metrics::counter!(instruments::LEASES_LOST, "reason" => "foreign").increment(1);
+                h.addr.do_send(Superseded);
+            }
         }
     }
 }
