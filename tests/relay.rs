@@ -400,3 +400,64 @@ async fn relayed_clients_follow_the_table_when_its_owner_is_killed() {
     assert!(alice.client.closed.is_none());
     play_on(&a, &t, alice, bob).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relayed_client_is_told_when_the_search_for_a_new_owner_gives_up_and_a_join_brings_the_table_back(
+) {
+    // The search lasts drain timeout + 3 × TTL + 5 s: 9.6 s here.
+    let (db, a, b, _c) = three(&[("PITBOSS__SHUTDOWN__DRAIN_TIMEOUT_MS", "100")]).await;
+    let (t, mut alice, _bob) = relayed_heads_up(&a, &b).await;
+
+    // Nobody can stamp the table while its row is locked: after B dies,
+    // every attempt to host it fails on the lock budget.
+    let pool = db.pool().await;
+    let mut lock = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM tables WHERE id = $1 FOR UPDATE")
+        .bind(&t)
+        .execute(&mut *lock)
+        .await
+        .expect("lock the row");
+    b.sigkill();
+    let ended = alice
+        .client
+        .recv_until(
+            |v| v["type"] == "error" && v["table"] == t.as_str() && v["subscription_ended"] == true,
+            Duration::from_secs(25),
+        )
+        .await
+        .unwrap_or_else(|| panic!("alice is told the search gave up: {:?}", alice.client.seen));
+    assert_eq!(ended["code"], "unavailable", "{ended}");
+    // Errors while the search goes on do not end the subscription.
+    assert!(
+        !alice.client.seen.iter().any(|v| v["type"] == "error"
+            && v["code"] == "unavailable"
+            && v["subscription_ended"].is_null()
+            && v["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("cannot be reached"))),
+        "{:?}",
+        alice.client.seen
+    );
+    // The subscription is over: frames for the table are not relayed.
+    alice
+        .client
+        .send(json!({"type": "leave", "table": t}))
+        .await;
+    let refused = alice
+        .client
+        .recv_type("error", Duration::from_secs(5))
+        .await
+        .expect("an answer to the leave");
+    assert_eq!(refused["code"], "not_joined", "{refused}");
+
+    // Once the table can be hosted again, a join brings it back, seats kept.
+    lock.rollback().await.expect("release the row");
+    alice.client.send(json!({"type": "join", "table": t})).await;
+    let snap = alice
+        .client
+        .recv_type("snapshot", Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|| panic!("the join brings the table back: {:?}", alice.client.seen));
+    assert_ne!(snap["state"]["owner"], "relay-b", "{snap}");
+    assert_eq!(snap["state"]["game"]["you"], 0, "{snap}");
+}

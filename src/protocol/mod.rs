@@ -47,6 +47,9 @@ pub struct ClientError {
     pub code: &'static str,
     pub message: String,
     pub owner: Option<String>,
+    /// The table's subscription on this connection ended with this error
+    /// (the search for a new owner gave up): a `join` brings it back.
+    pub subscription_ended: bool,
 }
 
 impl ClientError {
@@ -55,7 +58,14 @@ impl ClientError {
             code,
             message: message.into(),
             owner: None,
+            subscription_ended: false,
         }
+    }
+
+    /// The same error, telling the client its subscription has ended.
+    pub fn ending_subscription(mut self) -> ClientError {
+        self.subscription_ended = true;
+        self
     }
 
     pub fn to_frame(&self, table: Option<&TableId>) -> String {
@@ -64,6 +74,7 @@ impl ClientError {
             message: &self.message,
             table,
             owner: self.owner.as_deref(),
+            subscription_ended: self.subscription_ended,
         }
         .to_string()
     }

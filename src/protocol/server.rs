@@ -54,6 +54,8 @@ pub enum ServerFrame<'a> {
         table: Option<&'a TableId>,
         #[serde(skip_serializing_if = "Option::is_none")]
         owner: Option<&'a str>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        subscription_ended: bool,
     },
     Pong,
 }
@@ -168,9 +170,20 @@ mod tests {
                 code: "bad_json",
                 message: "no",
                 table: None,
-                owner: None
+                owner: None,
+                subscription_ended: false,
             }),
             json!({"type":"error","code":"bad_json","message":"no"})
+        );
+        assert_eq!(
+            parsed(ServerFrame::Error {
+                code: "unavailable",
+                message: "gone",
+                table: Some(&table),
+                owner: None,
+                subscription_ended: true,
+            }),
+            json!({"type":"error","code":"unavailable","message":"gone","table":"t1","subscription_ended":true})
         );
         assert_eq!(parsed(ServerFrame::Pong), json!({"type":"pong"}));
     }

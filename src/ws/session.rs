@@ -305,6 +305,13 @@ impl WsSession {
                 }
                 _ => {
                     act.tables.remove(&table);
+                    // Following an owner change, the client did not ask:
+                    // say that its subscription is over.
+                    let e = if search.is_some() {
+                        e.ending_subscription()
+                    } else {
+                        e
+                    };
                     act.reject(ctx, Some(&table), &e);
                 }
             },
@@ -611,7 +618,8 @@ impl Handler<RelayEnded> for WsSession {
                                 &ClientError::new(
                                     "unavailable",
                                     "the table's owner cannot be reached; join again later",
-                                ),
+                                )
+                                .ending_subscription(),
                             );
                         }
                         s.next()

@@ -742,6 +742,12 @@ impl Bot {
             // again once the turn comes back (or the clock acts); a join,
             // sit or leave goes out again after the next snapshot.
             self.turns.interrupt();
+            if v["subscription_ended"] == true {
+                // The server stopped looking for the table's new owner and
+                // dropped the subscription: join again in a while.
+                self.trace('!', "subscription ended; joining again");
+                self.join_pending = true;
+            }
             if self.join_pending || self.sit.is_some() || self.leave_pending {
                 self.retry_at = Some(Instant::now() + RETRY_AFTER);
             }

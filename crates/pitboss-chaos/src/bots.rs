@@ -87,6 +87,9 @@ impl Bots {
             .arg("--no-progress")
             // One bot in trouble must not end the play at a hundred tables.
             .arg("--keep-going")
+            // Each protocol error with the frames that led up to it, in
+            // the bots' log, so a finding can be read and not only counted.
+            .arg("--dump-errors")
             .arg("--results")
             .arg(&results);
         let child = ChildProc::spawn(cmd, &log).context("starting pitboss-bots")?;
