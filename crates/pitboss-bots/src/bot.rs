@@ -233,6 +233,9 @@ struct Bot {
     expect: Option<(Instant, &'static str)>,
     /// When to send a refused join, sit or leave again.
     retry_at: Option<Instant>,
+    /// When the last frame arrived: a seated bot's table is never silent
+    /// for long (blinds alone keep hands coming).
+    heard_at: Instant,
     /// Set while getting a connection back, until the new one delivers a
     /// frame: a connection that keeps dropping at once still gives up.
     backoff: Option<Backoff>,
@@ -268,6 +271,7 @@ impl Bot {
             done: false,
             expect: None,
             retry_at: None,
+            heard_at: Instant::now(),
             backoff: None,
             history: VecDeque::new(),
         }
@@ -354,6 +358,8 @@ impl Bot {
             self.expect = Some((Instant::now() + wait, SNAPSHOT));
         }
         self.join_pending = true;
+        // The silence is counted from the join: the table answers it.
+        self.heard_at = Instant::now();
         self.send(frame).await
     }
 
@@ -486,6 +492,10 @@ impl Bot {
         let far = Instant::now() + Duration::from_secs(3600);
         let deadline = self.expect.map_or(far, |(at, _)| at);
         let retry = self.retry_at;
+        // Seated, or on the way to a seat (a leave before a rebuy, a sit):
+        // either way the table has things to say.
+        let watch_silence = !self.stopping && !self.benched && self.ws.is_some();
+        let silent_at = self.heard_at + self.shared.silence_limit();
         tokio::select! {
             // A dropped sender means the run is over as well.
             _ = stop.changed(), if !self.stopping => self.begin_stop().await,
@@ -493,8 +503,29 @@ impl Bot {
             _ = tokio::time::sleep_until(retry.unwrap_or(far).into()), if retry.is_some() => {
                 self.retry().await
             }
+            _ = tokio::time::sleep_until(silent_at.into()), if watch_silence => {
+                self.on_silence().await
+            }
             msg = next_message(self.ws.as_mut()) => self.on_message(msg).await,
         }
+    }
+
+    /// Playing, and nothing heard from the table for a long while: whatever
+    /// was lost on the way (a subscription dropped unannounced, a frame
+    /// that never came), a join asks for the table's state. Counted as a
+    /// protocol error, with the frames before it under `--dump-errors`.
+    async fn on_silence(&mut self) -> Result<(), Fatal> {
+        self.protocol_error(format!(
+            "nothing heard from the table for {}s (seated {}, sit pending {}, leave pending {}, paused {}); joining again",
+            self.shared.silence_limit().as_secs(),
+            self.seated,
+            self.sit.is_some(),
+            self.leave_pending,
+            self.paused,
+        ));
+        self.heard_at = Instant::now();
+        self.turns.interrupt();
+        self.send_join(false).await
     }
 
     async fn on_expect_passed(&mut self) -> Result<(), Fatal> {
@@ -551,6 +582,7 @@ impl Bot {
             None => Err(lost("the connection ended without a close frame")),
             Some(Err(e)) => Err(lost(format!("connection error: {e}"))),
             Some(Ok(Message::Text(text))) => {
+                self.heard_at = Instant::now();
                 self.trace('<', &text);
                 self.on_text(&text).await
             }
@@ -902,6 +934,12 @@ impl Bot {
             return Ok(());
         };
         let left = self.shared.time_left(deadline_ms, v["timeout_ms"].as_u64());
+        if self.turns.in_flight(hand, decision) {
+            // The same decision announced again (after a pause, with a
+            // fresh clock) while our act for it is on its way: one answer
+            // per decision, or the second is refused as stale.
+            return Ok(());
+        }
         self.answer(hand, decision, v["decision"].clone(), &legal, left)
             .await
     }

@@ -116,6 +116,18 @@ impl TurnBook {
         fx
     }
 
+    /// Our act for this decision is on its way (sent, neither answered
+    /// nor written off): a `turn` repeating the decision (a resumed table
+    /// announces it again with a fresh clock) needs no second answer.
+    pub fn in_flight(&self, hand: u64, decision: u64) -> bool {
+        self.current.as_ref().is_some_and(|t| {
+            t.hand == hand
+                && t.decision == decision
+                && t.sent.is_some()
+                && t.outcome == Outcome::Open
+        })
+    }
+
     pub fn sent(&mut self, action: &'static str, at: Instant) {
         if let Some(t) = self.current.as_mut() {
             t.sent = Some((action, at));
@@ -303,6 +315,21 @@ impl TurnBook {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turn_repeated_after_a_pause_is_in_flight_until_answered_or_interrupted() {
+        let mut book = TurnBook::default();
+        let t0 = Instant::now();
+        book.open(16, 4);
+        assert!(!book.in_flight(16, 4), "nothing sent yet");
+        book.sent("bet", t0);
+        assert!(book.in_flight(16, 4));
+        assert!(!book.in_flight(16, 5));
+        assert!(!book.in_flight(17, 4));
+        // Refused while the owner changed: it must be answered again.
+        book.interrupt();
+        assert!(!book.in_flight(16, 4));
+    }
 
     #[test]
     fn an_answered_act_yields_its_latency() {
