@@ -89,7 +89,34 @@ pub(super) fn store_error(e: StoreError) -> ApiError {
     match e {
         StoreError::TableNotFound => ApiError::table_not_found(),
         StoreError::BadAmount(m) => ApiError::bad_request("bad_amount", &m),
+        // Postgres out of connections or over a budget for now: the
+        // transaction never ran or was rolled back, so nothing was done and
+        // the same request may well succeed in a moment. (A connection lost
+        // mid-request stays a 500: its commit may have landed.)
+        e if e.is_refused_for_now() => {
+            tracing::warn!(error = %e, "request refused: Postgres unavailable");
+            ApiError::new(
+                actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the database is out of connections or time right now; nothing was done; try again",
+            )
+        }
         other => ApiError::internal(other),
+    }
+}
+
+#[cfg(test)]
+mod store_error_tests {
+    use super::*;
+
+    #[test]
+    fn a_database_out_of_reach_is_503_unavailable_and_a_broken_invariant_is_500() {
+        let e = store_error(StoreError::Db(sqlx::Error::PoolTimedOut));
+        assert_eq!((e.status.as_u16(), e.code), (503, "unavailable"));
+        let e = store_error(StoreError::Inconsistent("no".into()));
+        assert_eq!((e.status.as_u16(), e.code), (500, "internal"));
+        let e = store_error(StoreError::TableNotFound);
+        assert_eq!((e.status.as_u16(), e.code), (404, "table_not_found"));
     }
 }
 

@@ -65,6 +65,22 @@ impl StoreError {
     /// or the server could not be reached, a budget ran out, the
     /// connection broke. Everything else (a stale fence, a rule of the
     /// data) would fail the same way again.
+    /// Refused for now, and certainly without effect: no connection could
+    /// be had, or Postgres aborted the transaction (a statement or lock
+    /// budget, a serialization failure or deadlock, too many connections,
+    /// not accepting connections yet). Unlike a connection lost mid-way,
+    /// which may have committed.
+    pub fn is_refused_for_now(&self) -> bool {
+        match self {
+            StoreError::Db(sqlx::Error::PoolTimedOut) => true,
+            StoreError::Db(sqlx::Error::Database(db)) => matches!(
+                db.code().as_deref(),
+                Some("57014" | "55P03" | "40001" | "40P01" | "53300" | "57P03")
+            ),
+            _ => false,
+        }
+    }
+
     pub fn is_transient(&self) -> bool {
         let StoreError::Db(e) = self else {
             return false;
