@@ -70,6 +70,11 @@ async fn books(server: &Server, table: &str, players: &[&str]) -> Value {
 
 /// A raw HTTP request; the status and the body as JSON (a non-JSON body as
 /// a JSON string, so an assertion shows it).
+/// `GET path` with no credentials: the status and the body.
+async fn get_unauthenticated(server: &Server, path: &str) -> (u16, Value) {
+    raw(server, reqwest::Method::GET, path, None, None).await
+}
+
 async fn raw(
     server: &Server,
     method: reqwest::Method,
@@ -463,14 +468,7 @@ async fn player_tokens_that_are_expired_forged_or_malformed_are_refused_before_t
         ),
     ];
     for (why, query) in &cases {
-        let (status, body) = raw(
-            &server,
-            reqwest::Method::GET,
-            &format!("/ws?{query}"),
-            None,
-            None,
-        )
-        .await;
+        let (status, body) = get_unauthenticated(&server, &format!("/ws?{query}")).await;
         assert_eq!(
             (status, code(&body)),
             (401, "unauthorized"),
@@ -535,14 +533,7 @@ async fn relay_query_strings_that_are_not_a_credential_are_refused_before_the_up
             format!("player=bad%20name&from=relay-x&at={now}&sig={bad_name_sig}"),
         ),
     ] {
-        let (status, body) = raw(
-            &server,
-            reqwest::Method::GET,
-            &format!("/ws/relay?{query}"),
-            None,
-            None,
-        )
-        .await;
+        let (status, body) = get_unauthenticated(&server, &format!("/ws/relay?{query}")).await;
         assert_eq!(
             (status, code(&body)),
             (401, "unauthorized"),
@@ -558,14 +549,7 @@ async fn relay_query_strings_that_are_not_a_credential_are_refused_before_the_up
         format!("{now}&at={now}"),
     ] {
         let query = format!("player=alice&from=relay-x&at={at}&sig={good_sig}");
-        let (status, body) = raw(
-            &server,
-            reqwest::Method::GET,
-            &format!("/ws/relay?{query}"),
-            None,
-            None,
-        )
-        .await;
+        let (status, body) = get_unauthenticated(&server, &format!("/ws/relay?{query}")).await;
         assert_eq!(
             (status, code(&body)),
             (401, "unauthorized"),
