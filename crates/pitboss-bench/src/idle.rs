@@ -24,10 +24,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use futures::StreamExt;
 use serde_json::json;
-use sqlx::Connection as _;
 
 use crate::instance::{
-    clock_ticks, free_port, metric, start_pitboss, usage, watch, Child, Database, SECRET,
+    add_tables, clock_ticks, free_port, metric, start_pitboss, usage, wait_hosted, watch, Child,
+    Database, SECRET,
 };
 
 const USAGE: &str =
@@ -89,28 +89,6 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         bail!("counts and the window must be above 0");
     }
     Ok(o)
-}
-
-/// Adds `n` idle tables the way a drained predecessor leaves them; the
-/// instance's revive scan hosts them.
-async fn add_tables(db: &Database, env: &str, n: usize) -> anyhow::Result<()> {
-    let mut conn = sqlx::PgConnection::connect(&db.url).await?;
-    let config = json!({
-        "small_blind": 1, "big_blind": 2, "ante": 0, "seats": 6,
-        "min_buy_in": 40, "max_buy_in": 200
-    });
-    sqlx::query(
-        "INSERT INTO tables (id, environment, config, state, state_reason) \
-         SELECT 'tbl_idle' || lpad(i::TEXT, 11, '0'), $1, $2, 'released', 'shutdown' \
-         FROM generate_series(1, $3::INT) AS i",
-    )
-    .bind(env)
-    .bind(config)
-    .bind(n as i32)
-    .execute(&mut conn)
-    .await
-    .context("insert the tables")?;
-    Ok(())
 }
 
 /// `n` idle WebSocket connections to `url_of(i)`, each read by a task of
@@ -232,6 +210,7 @@ async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> an
     // Idle tables stay hosted for the whole run.
     let inst = start_pitboss(
         &o.pitboss,
+        "bench-idle",
         o.ttl_ms,
         db,
         redis,
@@ -257,17 +236,10 @@ async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> an
     );
 
     add_tables(db, &inst.env, o.tables).await?;
-    let t0 = Instant::now();
-    while metric(&inst.http, "pitboss_tables_hosted").await? < o.tables as f64 {
-        if t0.elapsed() > Duration::from_secs(600) {
-            bail!("{} tables were not hosted within 600 s", o.tables);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let took = wait_hosted(&inst.http, o.tables, Duration::from_millis(500)).await?;
     println!(
-        "  {} tables hosted {:.1?} after they were released",
-        o.tables,
-        t0.elapsed()
+        "  {} tables hosted {took:.1?} after they were released",
+        o.tables
     );
     // Let the acquisitions' first renews and the scan's backlog settle.
     tokio::time::sleep(settle + Duration::from_millis(o.ttl_ms)).await;

@@ -8,6 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use serde_json::json;
 use sqlx::Connection as _;
 
 pub(crate) fn free_port() -> anyhow::Result<u16> {
@@ -127,6 +128,7 @@ impl Database {
 }
 
 pub(crate) struct Instance {
+    pub(crate) id: String,
     pub(crate) child: Child,
     pub(crate) http: String,
     pub(crate) port: u16,
@@ -136,10 +138,11 @@ pub(crate) struct Instance {
 pub(crate) const SECRET: &str = "pitboss-bench-player-token-secret";
 pub(crate) const ADMIN_TOKEN: &str = "pitboss-bench-admin-token";
 
-/// Starts `pitboss serve` on the run's Redis and database; `extra` are
-/// further `PITBOSS__*` settings.
+/// Starts `pitboss serve` with instance id `id` on the run's Redis and
+/// database; `extra` are further `PITBOSS__*` settings.
 pub(crate) async fn start_pitboss(
     pitboss: &Path,
+    id: &str,
     ttl_ms: u64,
     db: &Database,
     redis: &str,
@@ -147,7 +150,7 @@ pub(crate) async fn start_pitboss(
 ) -> anyhow::Result<Instance> {
     let port = free_port()?;
     let env = format!("bench{}", std::process::id());
-    let log = std::env::temp_dir().join(format!("pitboss-bench-{}.log", std::process::id()));
+    let log = std::env::temp_dir().join(format!("pitboss-bench-{}-{id}.log", std::process::id()));
     let log_file = std::fs::File::create(&log)?;
     let mut cmd = tokio::process::Command::new(pitboss);
     for (key, _) in std::env::vars_os() {
@@ -163,7 +166,7 @@ pub(crate) async fn start_pitboss(
         .env("PITBOSS__DATABASE__URL", &db.url)
         .env("PITBOSS__DATABASE__MAX_CONNECTIONS", "20")
         .env("PITBOSS__REDIS__URL", redis)
-        .env("PITBOSS__INSTANCE__ID", "bench-idle")
+        .env("PITBOSS__INSTANCE__ID", id)
         .env("PITBOSS__INSTANCE__ENVIRONMENT", &env)
         .env("PITBOSS__LEASE__TTL_MS", ttl_ms.to_string())
         .env("PITBOSS__AUTH__SECRET", SECRET)
@@ -190,6 +193,7 @@ pub(crate) async fn start_pitboss(
         if let Ok(r) = client.get(format!("{http}/readyz")).send().await {
             if r.status().is_success() {
                 return Ok(Instance {
+                    id: id.to_string(),
                     child,
                     http,
                     port,
@@ -214,4 +218,39 @@ pub(crate) async fn metric(http: &str, name: &str) -> anyhow::Result<f64> {
         .lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
         .unwrap_or(0.0))
+}
+
+/// Adds `n` idle tables the way a drained predecessor leaves them; the
+/// instance's revive scan hosts them.
+pub(crate) async fn add_tables(db: &Database, env: &str, n: usize) -> anyhow::Result<()> {
+    let mut conn = sqlx::PgConnection::connect(&db.url).await?;
+    let config = json!({
+        "small_blind": 1, "big_blind": 2, "ante": 0, "seats": 6,
+        "min_buy_in": 40, "max_buy_in": 200
+    });
+    sqlx::query(
+        "INSERT INTO tables (id, environment, config, state, state_reason) \
+         SELECT 'tbl_idle' || lpad(i::TEXT, 11, '0'), $1, $2, 'released', 'shutdown' \
+         FROM generate_series(1, $3::INT) AS i",
+    )
+    .bind(env)
+    .bind(config)
+    .bind(n as i32)
+    .execute(&mut conn)
+    .await
+    .context("insert the tables")?;
+    Ok(())
+}
+
+/// Waits until the instance at `http` hosts at least `n` tables, reading its
+/// gauge every `poll`; returns how long that took.
+pub(crate) async fn wait_hosted(http: &str, n: usize, poll: Duration) -> anyhow::Result<Duration> {
+    let t0 = Instant::now();
+    while metric(http, "pitboss_tables_hosted").await? < n as f64 {
+        if t0.elapsed() > Duration::from_secs(600) {
+            bail!("{n} tables were not hosted within 600 s");
+        }
+        tokio::time::sleep(poll).await;
+    }
+    Ok(t0.elapsed())
 }

@@ -20,6 +20,12 @@
 //!
 //! `pitboss-bench play`: act → broadcast latency, hands/s and server CPU per
 //! act with tables of bots on a real instance (see `play.rs`).
+//!
+//! `pitboss-bench takeover`: how soon another instance hosts every table of
+//! one that exits on SIGTERM or is killed (see `takeover.rs`).
+//!
+//! `pitboss-bench writes`: fenced hand writes per second beside `pgbench`
+//! running the same transaction shape (see `writes.rs`).
 
 use std::net::TcpListener;
 use std::process::Stdio;
@@ -34,6 +40,8 @@ const USAGE: &str =
     "usage: pitboss-bench [leases] [--redis URL] [--leases N[,N...]] [--acquires N] [--runs N] [--json PATH]
        pitboss-bench idle --help   (idle tables and connections)
        pitboss-bench play --help   (act -> broadcast under bots)
+       pitboss-bench takeover --help   (tables hosted elsewhere after SIGTERM, SIGKILL)
+       pitboss-bench writes --help   (fenced hand writes beside pgbench)
 
   --redis URL     measure this Redis (default: start a redis-server of its own)
   --leases LIST   lease counts to renew (default 10000,100000)
@@ -88,6 +96,8 @@ mod floor;
 mod idle;
 mod instance;
 mod play;
+mod takeover;
+mod writes;
 
 /// A `redis-server` of the bench's own, killed on drop.
 pub(crate) struct OwnRedis {
@@ -168,6 +178,8 @@ fn main() -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("idle") => rt.block_on(idle::run(&args[1..])),
         Some("play") => rt.block_on(play::run(&args[1..])),
+        Some("takeover") => rt.block_on(takeover::run(&args[1..])),
+        Some("writes") => rt.block_on(writes::run(&args[1..])),
         Some("leases") => rt.block_on(leases(&args[1..])),
         _ => rt.block_on(leases(&args)),
     }

@@ -244,7 +244,7 @@ async fn one_count(
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let inst = start_pitboss(&o.pitboss, o.ttl_ms, db, redis, &extra).await?;
+    let inst = start_pitboss(&o.pitboss, "bench-play", o.ttl_ms, db, redis, &extra).await?;
     let pid = inst.child.pid()?;
     let ticks = clock_ticks();
     let signer = pitboss::auth::TokenSigner::new(secrecy::SecretString::from(SECRET));

@@ -1,0 +1,222 @@
+//! `pitboss-bench takeover`: how soon another instance hosts the tables of
+//! an instance that goes away, after SIGTERM (it drains and releases every
+//! lease) and after SIGKILL (nothing is released; the leases and the
+//! instance's liveness key run out), beside the baseline measured in the
+//! same run: the same instance hosting the same tables released by a
+//! drained predecessor long before (its revive scan and acquisitions alone).
+//!
+//! Two real `pitboss serve` processes share a redis-server of the run's own
+//! and a fresh Postgres database. Each round sends SIGTERM to the instance
+//! hosting every table, restarts it under the same id once the other hosts
+//! them all, then sends SIGKILL to the other and waits the same way. The
+//! gauge `pitboss_tables_hosted` of the survivor is read every 20 ms.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::json;
+
+use crate::instance::{add_tables, start_pitboss, wait_hosted, Database, Instance};
+
+const USAGE: &str = "usage: pitboss-bench takeover [--tables N] [--rounds N] [--ttl-ms MS]
+                              [--pitboss PATH] [--pg-url URL] [--json PATH]
+
+  --tables N     tables the instance that goes away hosts (default 1000)
+  --rounds N     SIGTERM and SIGKILL takeovers each (default 3); medians and
+                 maxima are printed
+  --ttl-ms MS    the instances' lease TTL (default 15000, the production default)
+  --pitboss PATH the server binary (default: `pitboss` beside this binary)
+  --pg-url URL   Postgres server to create the run's database on
+                 (default $PITBOSS_TEST_PG_URL, else postgres://postgres@127.0.0.1:5432/postgres)
+  --json PATH    also write the figures as JSON";
+
+const POLL: Duration = Duration::from_millis(20);
+
+struct Options {
+    tables: usize,
+    rounds: usize,
+    ttl_ms: u64,
+    pitboss: PathBuf,
+    pg_url: String,
+    json: Option<String>,
+}
+
+fn parse(args: &[String]) -> anyhow::Result<Options> {
+    let mut o = Options {
+        tables: 1_000,
+        rounds: 3,
+        ttl_ms: 15_000,
+        pitboss: std::env::current_exe()?.with_file_name("pitboss"),
+        pg_url: std::env::var("PITBOSS_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into()),
+        json: None,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--tables" => o.tables = value()?.parse().context("--tables takes a count")?,
+            "--rounds" => o.rounds = value()?.parse().context("--rounds takes a count")?,
+            "--ttl-ms" => o.ttl_ms = value()?.parse().context("--ttl-ms takes milliseconds")?,
+            "--pitboss" => o.pitboss = PathBuf::from(value()?),
+            "--pg-url" => o.pg_url = value()?.clone(),
+            "--json" => o.json = Some(value()?.clone()),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("unknown option {other}\n\n{USAGE}"),
+        }
+    }
+    if o.tables == 0 || o.rounds == 0 || o.ttl_ms == 0 {
+        bail!("counts and the TTL must be above 0");
+    }
+    Ok(o)
+}
+
+pub async fn run(args: &[String]) -> anyhow::Result<()> {
+    let o = parse(args)?;
+    let redis = crate::OwnRedis::start().await?;
+    let db = Database::create(&o.pg_url, "takeover").await?;
+    let result = measure(&o, &db, &redis.url(), args).await;
+    db.drop_it().await?;
+    result
+}
+
+/// One takeover: from the signal to the old owner's exit, and from its
+/// exit (SIGTERM) or the signal (SIGKILL) to every table hosted again.
+struct Takeover {
+    exit: Duration,
+    hosted: Duration,
+}
+
+async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> anyhow::Result<()> {
+    // Idle tables stay hosted until their instance goes.
+    let extra = [("PITBOSS__TABLE__IDLE_EVICT_MS", "86400000")];
+    let start = |id: String| async move {
+        start_pitboss(&o.pitboss, &id, o.ttl_ms, db, redis, &extra).await
+    };
+    let ttl = Duration::from_millis(o.ttl_ms);
+    let kill_bound = ttl + ttl / 3 + Duration::from_secs(1);
+    println!(
+        "pitboss-bench takeover: {} cores, {}, {} tables, lease TTL {} ms; command: pitboss-bench takeover {}",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        o.pitboss.display(),
+        o.tables,
+        o.ttl_ms,
+        args.join(" ")
+    );
+
+    let mut owner = start("bench-a".into()).await?;
+    add_tables(db, &owner.env, o.tables).await?;
+    let baseline = wait_hosted(&owner.http, o.tables, POLL).await?;
+    println!(
+        "  baseline: {} released tables hosted by a running instance in {:7.1} ms",
+        o.tables,
+        ms(baseline)
+    );
+    let mut other = start("bench-b".into()).await?;
+    let (mut terms, mut kills) = (Vec::new(), Vec::new());
+    for round in 1..=o.rounds {
+        let t = go_away(&mut owner, &other, o.tables, Signal::SIGTERM).await?;
+        println!(
+            "  round {round} SIGTERM: drained and exited {:7.1} ms after the signal, every table hosted elsewhere {:7.1} ms after the exit",
+            ms(t.exit),
+            ms(t.hosted)
+        );
+        terms.push(t);
+        // The one that went comes back under its id, and hosts nothing.
+        owner = start(owner.id.clone()).await?;
+        std::mem::swap(&mut owner, &mut other);
+
+        let k = go_away(&mut owner, &other, o.tables, Signal::SIGKILL).await?;
+        println!(
+            "  round {round} SIGKILL: every table hosted elsewhere {:7.1} ms after the signal",
+            ms(k.hosted)
+        );
+        kills.push(k);
+        owner = start(owner.id.clone()).await?;
+        std::mem::swap(&mut owner, &mut other);
+    }
+
+    let summary = |xs: &[Takeover], f: fn(&Takeover) -> Duration| {
+        let mut v: Vec<Duration> = xs.iter().map(f).collect();
+        v.sort();
+        (v[v.len() / 2], v[v.len() - 1])
+    };
+    let (term_med, term_max) = summary(&terms, |t| t.hosted);
+    let (drain_med, _) = summary(&terms, |t| t.exit);
+    let (kill_med, kill_max) = summary(&kills, |t| t.hosted);
+    println!("  ─────");
+    println!(
+        "  SIGTERM: hosted elsewhere {:7.1} ms after the exit (median; max {:.1}), goal ≤ 1000 ms; {:.2}× the baseline; drain {:.1} ms",
+        ms(term_med),
+        ms(term_max),
+        ratio(term_med, baseline),
+        ms(drain_med),
+    );
+    println!(
+        "  SIGKILL: hosted elsewhere {:7.1} ms after the signal (median; max {:.1}), goal ≤ TTL + TTL/3 + 1 s = {:.0} ms; {:.2}× the baseline + TTL",
+        ms(kill_med),
+        ms(kill_max),
+        ms(kill_bound),
+        ratio(kill_med, baseline + ttl),
+    );
+
+    if let Some(path) = &o.json {
+        let doc = json!({
+            "bench": "takeover",
+            "tables": o.tables,
+            "rounds": o.rounds,
+            "ttl_ms": o.ttl_ms,
+            "baseline_ms": ms(baseline),
+            "sigterm_exit_ms": terms.iter().map(|t| ms(t.exit)).collect::<Vec<_>>(),
+            "sigterm_hosted_after_exit_ms": terms.iter().map(|t| ms(t.hosted)).collect::<Vec<_>>(),
+            "sigkill_hosted_after_signal_ms": kills.iter().map(|t| ms(t.hosted)).collect::<Vec<_>>(),
+            "sigkill_bound_ms": ms(kill_bound),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
+            .with_context(|| format!("write {path}"))?;
+    }
+    Ok(())
+}
+
+/// Sends `signal` to `owner`, which hosts every table, and waits until
+/// `heir` hosts them all.
+async fn go_away(
+    owner: &mut Instance,
+    heir: &Instance,
+    tables: usize,
+    signal: Signal,
+) -> anyhow::Result<Takeover> {
+    let pid = i32::try_from(owner.child.pid()?).context("pid")?;
+    wait_hosted(&owner.http, tables, POLL).await?;
+    let sent = Instant::now();
+    kill(Pid::from_raw(pid), signal).with_context(|| format!("send {signal} to pitboss"))?;
+    let status = tokio::time::timeout(Duration::from_secs(120), owner.child.0.wait())
+        .await
+        .context("pitboss did not exit within 120 s of the signal")??;
+    let exit = sent.elapsed();
+    if signal == Signal::SIGTERM && !status.success() {
+        bail!("pitboss exited with {status} after SIGTERM");
+    }
+    let hosted = wait_hosted(&heir.http, tables, POLL).await?;
+    Ok(Takeover {
+        exit,
+        hosted: match signal {
+            Signal::SIGKILL => exit + hosted,
+            _ => hosted,
+        },
+    })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
+}
