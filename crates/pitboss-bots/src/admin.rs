@@ -17,7 +17,8 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(15);
 /// instance (it may be restarting mid-run) goes to the next, and later calls
 /// start from the one that answered. Only a call the server cannot have
 /// acted on, or may act on twice, moves on: one that never connected, a
-/// read, a token, or a `503` (the server refuses before it acts). A grant
+/// read (also on a server error), a token, or a `503` or `408` (the server
+/// refused, or gave up reading the request, before it acted). A grant
 /// whose answer was lost is looked up in the wallet rather than sent again
 /// blindly: that would break the bots' own count of what was granted.
 pub struct Admin {
@@ -170,9 +171,22 @@ impl Admin {
                  or set PITBOSS__ADMIN__TOKEN to the server's admin token"
             )));
         }
-        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+        // 503: refused before acting. 408: the server gave up reading the
+        // request (an instance stopped and resumed), so it did not act.
+        // A read may go again on any server error.
+        if status == reqwest::StatusCode::SERVICE_UNAVAILABLE
+            || status == reqwest::StatusCode::REQUEST_TIMEOUT
+            || (repeatable && status.is_server_error())
+        {
             return Err(Failure::TryNext(anyhow!(
                 "{method} {url} -> {status}: {text:.300}"
+            )));
+        }
+        if status.is_server_error() {
+            // It may have acted before it failed (a connection lost during
+            // the commit): the caller looks before it asks again.
+            return Err(Failure::Unknown(anyhow!(
+                "{method} {path} -> {status}: {text:.300}"
             )));
         }
         if !status.is_success() {
