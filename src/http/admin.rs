@@ -105,21 +105,6 @@ pub(super) fn store_error(e: StoreError) -> ApiError {
     }
 }
 
-#[cfg(test)]
-mod store_error_tests {
-    use super::*;
-
-    #[test]
-    fn a_database_out_of_reach_is_503_unavailable_and_a_broken_invariant_is_500() {
-        let e = store_error(StoreError::Db(sqlx::Error::PoolTimedOut));
-        assert_eq!((e.status.as_u16(), e.code), (503, "unavailable"));
-        let e = store_error(StoreError::Inconsistent("no".into()));
-        assert_eq!((e.status.as_u16(), e.code), (500, "internal"));
-        let e = store_error(StoreError::TableNotFound);
-        assert_eq!((e.status.as_u16(), e.code), (404, "table_not_found"));
-    }
-}
-
 pub(super) fn host_error(e: HostError) -> ApiError {
     let status = match e {
         HostError::NotFound | HostError::Closed(_) => StatusCode::NOT_FOUND,
@@ -517,4 +502,19 @@ async fn instances(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse,
 async fn audit(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let audit = state.rt.store.audit().await.map_err(store_error)?;
     Ok(HttpResponse::Ok().json(audit))
+}
+
+#[cfg(test)]
+mod store_error_tests {
+    use super::*;
+
+    #[test]
+    fn a_database_out_of_reach_is_503_unavailable_and_a_broken_invariant_is_500() {
+        let e = store_error(StoreError::Db(sqlx::Error::PoolTimedOut));
+        assert_eq!((e.status.as_u16(), e.code), (503, "unavailable"));
+        let e = store_error(StoreError::Inconsistent("no".into()));
+        assert_eq!((e.status.as_u16(), e.code), (500, "internal"));
+        let e = store_error(StoreError::TableNotFound);
+        assert_eq!((e.status.as_u16(), e.code), (404, "table_not_found"));
+    }
 }

@@ -46,6 +46,16 @@ const REJOIN_TIMEOUT: Duration = Duration::from_secs(90);
 /// when no snapshot has settled it first (a transient write failure is
 /// followed by none).
 const RETRY_AFTER: Duration = Duration::from_millis(500);
+/// Whether a snapshot's game shows `seat` with no chips between hands.
+fn busted_in(game: &Value, seat: u64) -> bool {
+    game["hand_in_progress"] == false
+        && game["seats"].as_array().is_some_and(|seats| {
+            seats
+                .iter()
+                .any(|s| s["seat"].as_u64() == Some(seat) && s["stack"].as_u64() == Some(0))
+        })
+}
+
 /// Frames each bot remembers for `--dump-errors`.
 const DUMP_FRAMES: usize = 40;
 const SNAPSHOT: &str = "its snapshot";
@@ -689,6 +699,13 @@ impl Bot {
                 if self.leave_pending || self.stopping {
                     return self.send_leave().await;
                 }
+                if busted_in(game, self.cfg.seat) {
+                    // Busted in a hand whose end this connection never saw
+                    // (told by an owner that went away right after): the
+                    // seat is never dealt in again, so rebuy as usual.
+                    self.rebuy = true;
+                    return self.send_leave().await;
+                }
                 if let Some(turn) = pending.filter(|_| !in_flight) {
                     let left = self
                         .shared
@@ -1200,5 +1217,25 @@ mod tests {
         let mut between_hands = game(None, None, json!([]));
         between_hands["hand_in_progress"] = json!(false);
         assert_eq!(snapshot_turn(&between_hands, 1), None);
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::busted_in;
+    use serde_json::json;
+
+    #[test]
+    fn a_snapshot_between_hands_with_our_stack_at_zero_means_busted() {
+        let game = |in_progress: bool, stack: u64| {
+            json!({"hand_in_progress": in_progress, "seats": [
+                {"seat": 0, "stack": stack}, {"seat": 1, "stack": 400}
+            ]})
+        };
+        assert!(busted_in(&game(false, 0), 0));
+        assert!(!busted_in(&game(false, 1), 0));
+        assert!(!busted_in(&game(false, 0), 1));
+        // All-in during a hand: not busted yet.
+        assert!(!busted_in(&game(true, 0), 0));
     }
 }
