@@ -61,14 +61,11 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         window: Duration::from_secs(20),
         ttl_ms: 15_000,
         pitboss: beside,
-        pg_url: std::env::var("PITBOSS_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into()),
+        pg_url: crate::default_pg_url(),
         json: None,
     };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
+    crate::each_flag(args, USAGE, |flag, value| {
+        match flag {
             "--tables" => o.tables = value()?.parse().context("--tables takes a count")?,
             "--conns" => o.conns = value()?.parse().context("--conns takes a count")?,
             "--window" => {
@@ -76,15 +73,12 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
             }
             "--ttl-ms" => o.ttl_ms = value()?.parse().context("--ttl-ms takes milliseconds")?,
             "--pitboss" => o.pitboss = PathBuf::from(value()?),
-            "--pg-url" => o.pg_url = value()?.clone(),
-            "--json" => o.json = Some(value()?.clone()),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown option {other}\n\n{USAGE}"),
+            "--pg-url" => o.pg_url = value()?,
+            "--json" => o.json = Some(value()?),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     if o.tables == 0 || o.conns == 0 || o.window.is_zero() {
         bail!("counts and the window must be above 0");
     }

@@ -65,11 +65,9 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         runs: 5,
         json: None,
     };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--redis" => o.redis = Some(value()?.clone()),
+    crate::each_flag(args, USAGE, |flag, value| {
+        match flag {
+            "--redis" => o.redis = Some(value()?),
             "--leases" => {
                 o.leases = value()?
                     .split(',')
@@ -78,18 +76,48 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
             }
             "--acquires" => o.acquires = value()?.parse().context("--acquires takes a count")?,
             "--runs" => o.runs = value()?.parse().context("--runs takes a count")?,
-            "--json" => o.json = Some(value()?.clone()),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown option {other}\n\n{USAGE}"),
+            "--json" => o.json = Some(value()?),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     if o.leases.contains(&0) || o.acquires == 0 || o.runs == 0 {
         bail!("counts must be above 0");
     }
     Ok(o)
+}
+
+/// The Postgres server a bench creates its database on by default.
+pub(crate) fn default_pg_url() -> String {
+    std::env::var("PITBOSS_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// Walks `--flag value` arguments: `take(flag, value)` handles each flag
+/// (`value()` reads the next argument) and returns false for one it does
+/// not know, which is refused with `usage`; `-h`/`--help` prints `usage`
+/// and exits.
+pub(crate) fn each_flag(
+    args: &[String],
+    usage: &str,
+    mut take: impl FnMut(&str, &mut dyn FnMut() -> anyhow::Result<String>) -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        if matches!(flag.as_str(), "-h" | "--help") {
+            println!("{usage}");
+            std::process::exit(0);
+        }
+        let mut value = || {
+            it.next()
+                .cloned()
+                .with_context(|| format!("{flag} needs a value"))
+        };
+        if !take(flag, &mut value)? {
+            bail!("unknown option {flag}\n\n{usage}");
+        }
+    }
+    Ok(())
 }
 
 mod floor;

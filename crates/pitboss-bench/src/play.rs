@@ -62,14 +62,11 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         set: Vec::new(),
         pitboss: exe.with_file_name("pitboss"),
         bots: exe.with_file_name("pitboss-bots"),
-        pg_url: std::env::var("PITBOSS_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into()),
+        pg_url: crate::default_pg_url(),
         json: None,
     };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
+    crate::each_flag(args, USAGE, |flag, value| {
+        match flag {
             "--tables" => {
                 o.tables = value()?
                     .split(',')
@@ -89,15 +86,12 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
             }
             "--pitboss" => o.pitboss = PathBuf::from(value()?),
             "--bots" => o.bots = PathBuf::from(value()?),
-            "--pg-url" => o.pg_url = value()?.clone(),
-            "--json" => o.json = Some(value()?.clone()),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown option {other}\n\n{USAGE}"),
+            "--pg-url" => o.pg_url = value()?,
+            "--json" => o.json = Some(value()?),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     if o.tables.contains(&0) || o.players < 2 || o.duration == 0 {
         bail!("counts must be above 0, and at least 2 players");
     }

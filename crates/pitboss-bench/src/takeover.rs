@@ -50,27 +50,21 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         rounds: 3,
         ttl_ms: 15_000,
         pitboss: std::env::current_exe()?.with_file_name("pitboss"),
-        pg_url: std::env::var("PITBOSS_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into()),
+        pg_url: crate::default_pg_url(),
         json: None,
     };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
+    crate::each_flag(args, USAGE, |flag, value| {
+        match flag {
             "--tables" => o.tables = value()?.parse().context("--tables takes a count")?,
             "--rounds" => o.rounds = value()?.parse().context("--rounds takes a count")?,
             "--ttl-ms" => o.ttl_ms = value()?.parse().context("--ttl-ms takes milliseconds")?,
             "--pitboss" => o.pitboss = PathBuf::from(value()?),
-            "--pg-url" => o.pg_url = value()?.clone(),
-            "--json" => o.json = Some(value()?.clone()),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown option {other}\n\n{USAGE}"),
+            "--pg-url" => o.pg_url = value()?,
+            "--json" => o.json = Some(value()?),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     if o.tables == 0 || o.rounds == 0 || o.ttl_ms == 0 {
         bail!("counts and the TTL must be above 0");
     }

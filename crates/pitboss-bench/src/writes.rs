@@ -54,29 +54,23 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         tables: 64,
         seconds: 10,
         rounds: 3,
-        pg_url: std::env::var("PITBOSS_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into()),
+        pg_url: crate::default_pg_url(),
         pgbench: PathBuf::from("pgbench"),
         json: None,
     };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
+    crate::each_flag(args, USAGE, |flag, value| {
+        match flag {
             "--clients" => o.clients = value()?.parse().context("--clients takes a count")?,
             "--tables" => o.tables = value()?.parse().context("--tables takes a count")?,
             "--seconds" => o.seconds = value()?.parse().context("--seconds takes seconds")?,
             "--rounds" => o.rounds = value()?.parse().context("--rounds takes a count")?,
-            "--pg-url" => o.pg_url = value()?.clone(),
+            "--pg-url" => o.pg_url = value()?,
             "--pgbench" => o.pgbench = PathBuf::from(value()?),
-            "--json" => o.json = Some(value()?.clone()),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown option {other}\n\n{USAGE}"),
+            "--json" => o.json = Some(value()?),
+            _ => return Ok(false),
         }
-    }
+        Ok(true)
+    })?;
     if o.clients == 0 || o.seconds == 0 || o.rounds == 0 || o.tables < o.clients {
         bail!("counts must be above 0, with at least one table per client");
     }
