@@ -61,10 +61,6 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// A failure that may pass if the same write is tried again: the pool
-    /// or the server could not be reached, a budget ran out, the
-    /// connection broke. Everything else (a stale fence, a rule of the
-    /// data) would fail the same way again.
     /// Refused for now, and certainly without effect: no connection could
     /// be had, or Postgres aborted the transaction (a statement or lock
     /// budget, a serialization failure or deadlock, too many connections,
@@ -81,6 +77,10 @@ impl StoreError {
         }
     }
 
+    /// A failure that may pass if the same write is tried again: the pool
+    /// or the server could not be reached, a budget ran out, the
+    /// connection broke. Everything else (a stale fence, a rule of the
+    /// data) would fail the same way again.
     pub fn is_transient(&self) -> bool {
         let StoreError::Db(e) = self else {
             return false;

@@ -86,19 +86,21 @@ impl Table {
         };
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
             let _g = act.span.clone().entered();
-            // A lost lease whose write is refused means a newer owner holds
-            // the table: its watchers follow it there instead of being told
-            // it froze. (An operator's freeze is told as such.)
-            let superseded = matches!(farewell, Farewell::Frozen(FreezeReason::LeaseLost))
-                && matches!(res, Err(StoreError::StaleOwnerBoundaryWrite { .. }));
-            // A freeze Postgres did not record (it could not be reached, or
-            // a row lock outlasted the lock budget) is not told as one: the
-            // table is still open there, under this owner's fence. Its
-            // watchers look for it again, and a join hosts it anew (a new
-            // lease and a higher fence), which no stale copy can write past.
-            let unrecorded = matches!(farewell, Farewell::Frozen(_))
-                && matches!(&res, Err(e) if !matches!(e, StoreError::StaleOwnerBoundaryWrite { .. }));
-            if unrecorded {
+            // A freeze is told only as Postgres holds it. A lost lease whose
+            // write is refused as stale means a newer owner holds the table;
+            // a write that failed otherwise (Postgres unreachable, a row lock
+            // past the lock budget) left it open under this owner's fence.
+            // Either way its watchers look for the table again (a join hosts
+            // it anew under a higher fence). An operator's freeze is told as
+            // such: a refusal then means the operator's own freeze landed.
+            let stale = matches!(res, Err(StoreError::StaleOwnerBoundaryWrite { .. }));
+            let untold = match farewell {
+                Farewell::Frozen(FreezeReason::LeaseLost) => res.is_err(),
+                Farewell::Frozen(_) => res.is_err() && !stale,
+                _ => false,
+            };
+            if untold && !stale {
+                // Not frozen anywhere: the manager must not treat it so.
                 act.set_phase(Phase::Stopping);
             }
             match res {
@@ -117,7 +119,7 @@ impl Table {
                 Err(e) => error!(error = %e, state = %to, "could not record the table's state"),
             }
             let how = match farewell {
-                _ if superseded || unrecorded => Dismissal::Moved,
+                _ if untold => Dismissal::Moved,
                 Farewell::Moved(_) => Dismissal::Moved,
                 Farewell::Frozen(reason) => Dismissal::Notice(
                     ServerFrame::Frozen {
