@@ -46,16 +46,6 @@ const REJOIN_TIMEOUT: Duration = Duration::from_secs(90);
 /// when no snapshot has settled it first (a transient write failure is
 /// followed by none).
 const RETRY_AFTER: Duration = Duration::from_millis(500);
-/// Whether a snapshot's game shows `seat` with no chips between hands.
-fn busted_in(game: &Value, seat: u64) -> bool {
-    game["hand_in_progress"] == false
-        && game["seats"].as_array().is_some_and(|seats| {
-            seats
-                .iter()
-                .any(|s| s["seat"].as_u64() == Some(seat) && s["stack"].as_u64() == Some(0))
-        })
-}
-
 /// Frames each bot remembers for `--dump-errors`.
 const DUMP_FRAMES: usize = 40;
 const SNAPSHOT: &str = "its snapshot";
@@ -177,6 +167,16 @@ struct SnapshotTurn {
     legal: Vec<Legal>,
 }
 
+/// Whether a snapshot's game shows `seat` with no chips between hands.
+fn busted_in(game: &Value, seat: u64) -> bool {
+    game["hand_in_progress"] == false
+        && game["seats"].as_array().is_some_and(|seats| {
+            seats
+                .iter()
+                .any(|s| s["seat"].as_u64() == Some(seat) && s["stack"].as_u64() == Some(0))
+        })
+}
+
 /// Our turn as a snapshot carries it (`state.game`): our seat is `you` and
 /// `to_act`, and `decision` and `legal` are set (they are only for the
 /// viewer whose turn it is).
@@ -243,8 +243,8 @@ struct Bot {
     expect: Option<(Instant, &'static str)>,
     /// When to send a refused join, sit or leave again.
     retry_at: Option<Instant>,
-    /// When the last frame arrived: a seated bot's table is never silent
-    /// for long (blinds alone keep hands coming).
+    /// When the last frame (or our last join) was: a table in play is
+    /// never silent for long (blinds alone keep hands coming).
     heard_at: Instant,
     /// Set while getting a connection back, until the new one delivers a
     /// frame: a connection that keeps dropping at once still gives up.
@@ -533,7 +533,6 @@ impl Bot {
             self.leave_pending,
             self.paused,
         ));
-        self.heard_at = Instant::now();
         self.turns.interrupt();
         self.send_join(false).await
     }
@@ -1218,12 +1217,6 @@ mod tests {
         between_hands["hand_in_progress"] = json!(false);
         assert_eq!(snapshot_turn(&between_hands, 1), None);
     }
-}
-
-#[cfg(test)]
-mod snapshot_tests {
-    use super::busted_in;
-    use serde_json::json;
 
     #[test]
     fn a_snapshot_between_hands_with_our_stack_at_zero_means_busted() {

@@ -69,13 +69,13 @@ impl Shared {
         Duration::from_secs(10) + self.action_clock() * 4
     }
 
-    /// A run in which no hand completes for this long is stuck.
-    /// How long a seated bot's table may say nothing before the bot asks
+    /// How long a playing bot's table may say nothing before the bot asks
     /// for its state again.
     pub fn silence_limit(&self) -> Duration {
         Duration::from_secs(20) + self.action_clock() * 5
     }
 
+    /// A run in which no hand completes for this long is stuck.
     pub fn stall_limit(&self) -> Duration {
         Duration::from_secs(30) + self.action_clock() * 10
     }
