@@ -37,13 +37,7 @@ async fn a_row_lock_held_elsewhere_gets_a_join_answered_within_seconds_and_the_t
     assert!(released, "{}", server.table(&t).await);
 
     // Another transaction holds the table's row lock and does not let go.
-    let pool = db.pool().await;
-    let mut holder = pool.begin().await.expect("begin");
-    sqlx::query("SELECT id FROM tables WHERE id = $1 FOR UPDATE")
-        .bind(&t)
-        .execute(&mut *holder)
-        .await
-        .expect("lock the row");
+    let holder = db.lock_table_row(&t).await;
 
     let locked = Instant::now();
 

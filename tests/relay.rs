@@ -410,13 +410,7 @@ async fn a_relayed_client_is_told_when_the_search_for_a_new_owner_gives_up_and_a
 
     // Nobody can stamp the table while its row is locked: after B dies,
     // every attempt to host it fails on the lock budget.
-    let pool = db.pool().await;
-    let mut lock = pool.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM tables WHERE id = $1 FOR UPDATE")
-        .bind(&t)
-        .execute(&mut *lock)
-        .await
-        .expect("lock the row");
+    let lock = db.lock_table_row(&t).await;
     b.sigkill();
     let ended = alice
         .client

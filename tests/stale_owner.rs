@@ -156,11 +156,7 @@ async fn a_result_whose_write_is_refused_is_never_told_and_the_hand_is_voided_in
     // A newer owner stamps the table behind this one's back (as after a
     // lost lease): this owner's boundary write will be refused.
     let pool = db.pool().await;
-    sqlx::query("UPDATE tables SET owner_fencing_token = owner_fencing_token + 1 WHERE id = $1")
-        .bind(&t)
-        .execute(&pool)
-        .await
-        .expect("stamp behind the owner's back");
+    db.stamp_behind_owner(&t).await;
 
     // The player to act folds: the hand ends, its write is refused.
     let to_act = turn["seat"].as_u64().expect("seat");
@@ -235,17 +231,8 @@ async fn a_copy_superseded_while_its_row_is_locked_is_never_told_frozen_and_its_
     // for longer than the lock budget (2 s): any state write this copy
     // tries meanwhile fails on the lock, not on the fence.
     let pool = db.pool().await;
-    sqlx::query("UPDATE tables SET owner_fencing_token = owner_fencing_token + 1 WHERE id = $1")
-        .bind(&t)
-        .execute(&pool)
-        .await
-        .expect("stamp behind the owner's back");
-    let mut lock = pool.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM tables WHERE id = $1 FOR UPDATE")
-        .bind(&t)
-        .execute(&mut *lock)
-        .await
-        .expect("lock the row");
+    db.stamp_behind_owner(&t).await;
+    let lock = db.lock_table_row(&t).await;
     // The fence check (every TTL/3) sees the newer fence meanwhile.
     tokio::time::sleep(Duration::from_millis(3000)).await;
     lock.commit().await.expect("release the row");

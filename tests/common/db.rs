@@ -87,6 +87,32 @@ impl TestDb {
         self.pool.clone()
     }
 
+    /// Holds the row lock on table `id` (as a stuck transaction elsewhere
+    /// would) until the returned transaction ends.
+    #[allow(dead_code)] // not every test binary locks rows
+    pub async fn lock_table_row(&self, id: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut tx = self.pool.begin().await.expect("begin");
+        sqlx::query("SELECT id FROM tables WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .expect("lock the row");
+        tx
+    }
+
+    /// Moves table `id`'s fence on in Postgres, as a newer owner's stamp
+    /// would, behind its hosting owner's back.
+    #[allow(dead_code)] // not every test binary stamps
+    pub async fn stamp_behind_owner(&self, id: &str) {
+        sqlx::query(
+            "UPDATE tables SET owner_fencing_token = owner_fencing_token + 1 WHERE id = $1",
+        )
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .expect("stamp behind the owner's back");
+    }
+
     /// Drops the database (terminating any connection still on it).
     /// Best-effort: a failure is reported on stderr, never panics.
     pub async fn drop_db(&mut self) {
