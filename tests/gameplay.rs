@@ -463,3 +463,121 @@ async fn a_late_act_for_an_old_decision_gets_stale_decision_and_changes_nothing(
         second_p.client.seen
     );
 }
+
+/// Connects `name`, joins `table` and waits for the snapshot.
+async fn joined(server: &Server, table: &str, name: &str) -> WsClient {
+    let mut c = WsClient::connect(server, &mint_token(name))
+        .await
+        .expect("connect");
+    c.send(json!({"type": "join", "table": table})).await;
+    c.recv_type("snapshot", SECS(10))
+        .await
+        .unwrap_or_else(|| panic!("{name} got no snapshot: {:?}", c.seen));
+    c
+}
+
+#[tokio::test]
+async fn a_buy_in_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
+    let db = test_db().await;
+    let env = unique_env();
+    // A lock budget longer than this test waits for the act, so a table that
+    // made its act wait behind the buy-in could not answer in time.
+    let server = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000")
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
+            .with_env("PITBOSS__DATABASE__LOCK_TIMEOUT_MS", "20000")
+            .with_env("PITBOSS__DATABASE__STATEMENT_TIMEOUT_MS", "25000"),
+    )
+    .await;
+    let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
+    let first = alice
+        .client
+        .recv_event("turn", SECS(10))
+        .await
+        .expect("the first hand's turn");
+    server.grant("carol", 1000).await;
+    server.grant("dave", 1000).await;
+    let mut carol = joined(&server, &t, "carol").await;
+    let mut carol_again = joined(&server, &t, "carol").await;
+    let mut dave = joined(&server, &t, "dave").await;
+
+    // Carol's buy-in waits on the table's row, held elsewhere.
+    let lock = db.lock_table_row(&t).await;
+    carol
+        .send(json!({"type": "sit", "table": t, "seat": 4, "buy_in": 100}))
+        .await;
+    let pool = db.pool().await;
+    let waiting = common::eventually(SECS(10), Duration::from_millis(20), || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("pg_stat_activity");
+        n == 1
+    })
+    .await;
+    assert!(waiting, "carol's buy-in never waited on the row lock");
+
+    // Her seat and her name are reserved while it waits.
+    expect_error(
+        &mut dave,
+        json!({"type": "sit", "table": t, "seat": 4, "buy_in": 100}),
+        "seat_taken",
+    )
+    .await;
+    expect_error(
+        &mut carol_again,
+        json!({"type": "sit", "table": t, "seat": 5, "buy_in": 100}),
+        "already_seated",
+    )
+    .await;
+
+    // The hand goes on meanwhile: an act is answered at once.
+    let first_seat = first["seat"].as_u64().expect("seat");
+    let (to_act, other) = if first_seat == alice.seat {
+        (&mut alice, &mut bob)
+    } else {
+        (&mut bob, &mut alice)
+    };
+    let d = first["decision"].as_u64().expect("decision");
+    to_act
+        .client
+        .send(json!({
+            "type": "act", "table": t, "hand": first["hand"], "decision": d, "action": "call"
+        }))
+        .await;
+    let next = other
+        .client
+        .recv_until(
+            |v| v["kind"] == "turn" && v["decision"].as_u64() > Some(d),
+            SECS(5),
+        )
+        .await;
+    assert!(
+        next.is_some(),
+        "the act waited behind the buy-in: {:?}",
+        other.client.seen
+    );
+    assert!(
+        !carol.seen.iter().any(|v| v["kind"] == "seated"),
+        "carol was seated before Postgres recorded her buy-in: {:?}",
+        carol.seen
+    );
+
+    // Once the row is free, the buy-in lands and she is seated.
+    lock.rollback().await.expect("release the row");
+    let seated = carol
+        .recv_until(
+            |v| v["kind"] == "seated" && v["player"] == "carol",
+            SECS(10),
+        )
+        .await;
+    assert!(seated.is_some(), "carol was not seated: {:?}", carol.seen);
+    let seats = db_stacks(&pool, &t).await;
+    assert_eq!(seats.get(&4), Some(&100), "{seats:?}");
+    let audit = server.audit().await;
+    assert_eq!(audit["delta"], 0, "{audit}");
+}

@@ -174,7 +174,7 @@ pub(crate) async fn start_pitboss(
         .env("PITBOSS__LOG__FORMAT", "json")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(log_file.try_clone()?)
         .stderr(log_file)
         .kill_on_drop(true);
     for (k, v) in extra {
@@ -253,4 +253,53 @@ pub(crate) async fn wait_hosted(http: &str, n: usize, poll: Duration) -> anyhow:
         tokio::time::sleep(poll).await;
     }
     Ok(t0.elapsed())
+}
+
+/// The upper bound of the bucket holding quantile `q` of the histogram
+/// `name` (summed over its labels), from the instance's `/metrics`; `None`
+/// while it holds no sample.
+pub(crate) async fn histogram_quantile(
+    http: &str,
+    name: &str,
+    q: f64,
+) -> anyhow::Result<Option<f64>> {
+    let text = reqwest::get(format!("{http}/metrics"))
+        .await?
+        .text()
+        .await?;
+    let prefix = format!("{name}_bucket{{");
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with(&prefix)) {
+        let Some((labels, count)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Some(le) = labels
+            .split("le=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+        else {
+            continue;
+        };
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse()?
+        };
+        let count: f64 = count.trim().parse()?;
+        match buckets.iter_mut().find(|(b, _)| *b == le) {
+            Some((_, c)) => *c += count,
+            None => buckets.push((le, count)),
+        }
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let Some(&(_, total)) = buckets.last() else {
+        return Ok(None);
+    };
+    if total == 0.0 {
+        return Ok(None);
+    }
+    Ok(buckets
+        .iter()
+        .find(|(_, c)| *c >= q * total)
+        .map(|&(le, _)| le))
 }

@@ -22,7 +22,11 @@ use futures::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::instance::{clock_ticks, start_pitboss, usage, Database, ADMIN_TOKEN, SECRET};
+use crate::instance::{
+    clock_ticks, histogram_quantile, start_pitboss, usage, Database, ADMIN_TOKEN, SECRET,
+};
+
+const ACTION_HISTOGRAM: &str = "pitboss_action_to_broadcast_seconds";
 
 const USAGE: &str = "usage: pitboss-bench play [--tables N[,N...]] [--players P] [--duration SECS]
                           [--ttl-ms MS] [--set KEY=VALUE]... [--pitboss PATH] [--bots PATH]
@@ -275,6 +279,14 @@ async fn one_count(
         .await
         .with_context(|| format!("run {} (build it: cargo build --release)", o.bots.display()))?;
     let cpu = usage(pid, ticks)?.cpu - cpu0;
+    // The server's own view: from the session reading the act to the table
+    // having queued its frames (bucket bounds of its histogram).
+    let mut server = [f64::NAN; 3];
+    for (slot, q) in server.iter_mut().zip([0.5, 0.99, 0.999]) {
+        if let Some(le) = histogram_quantile(&inst.http, ACTION_HISTOGRAM, q).await? {
+            *slot = le * 1000.0;
+        }
+    }
     let _ = stop_tx.send(true);
     let mut rtts = baseline.await??;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -296,12 +308,16 @@ async fn one_count(
     println!(
         "  {n} tables × {}: act → broadcast p50 {:7.2} ms  p99 {:7.2} ms  p99.9 {:7.2} ms  max {:7.2} ms   \
          baseline ping → pong p50 {b50:6.2} ms  p99 {b99:6.2} ms  p99.9 {b999:6.2} ms   \
+         server's own (act read → frames queued) p50 ≤ {:.1} ms  p99 ≤ {:.1} ms  p99.9 ≤ {:.1} ms   \
          {:.1} hands/s ({} hands)   server CPU {:.1} µs per act ({:.0} acts, {:.1} s CPU)",
         o.players,
         s.p50_ms,
         s.p99_ms,
         s.p999_ms,
         s.max_ms,
+        server[0],
+        server[1],
+        server[2],
         s.hands_per_s,
         s.hands,
         cpu_per_act_us,
@@ -313,6 +329,7 @@ async fn one_count(
             "figure": "act_to_broadcast", "tables": n, "players": o.players,
             "duration_s": o.duration, "settings": o.set.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
             "p50_ms": s.p50_ms, "p99_ms": s.p99_ms, "p999_ms": s.p999_ms, "max_ms": s.max_ms,
+            "server_p50_ms_at_most": server[0], "server_p99_ms_at_most": server[1], "server_p999_ms_at_most": server[2],
             "baseline_ping_p50_ms": b50, "baseline_ping_p99_ms": b99, "baseline_ping_p999_ms": b999,
             "hands": s.hands, "hands_per_s": s.hands_per_s, "acts_answered": s.acts_answered,
             "server_cpu_s": cpu.as_secs_f64(), "server_cpu_us_per_act": cpu_per_act_us,

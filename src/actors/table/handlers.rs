@@ -59,6 +59,11 @@ impl Handler<Unsubscribe> for Table {
 }
 
 /// Wallet → stack, fenced, then the player is seated.
+///
+/// The buy-in's transaction runs beside the table's other work: the seat and
+/// the player are reserved meanwhile (a second sit for either is refused),
+/// and the player is seated once Postgres has recorded it. Acts at the
+/// table never wait behind a buy-in.
 #[derive(Message)]
 #[rtype(result = "Result<(), ClientError>")]
 pub struct Sit {
@@ -68,12 +73,21 @@ pub struct Sit {
 }
 
 impl Handler<Sit> for Table {
-    type Result = AtomicResponse<Self, Result<(), ClientError>>;
+    type Result = ResponseActFuture<Self, Result<(), ClientError>>;
 
     fn handle(&mut self, msg: Sit, _ctx: &mut Self::Context) -> Self::Result {
-        let refuse = |e: ClientError| AtomicResponse::new(Box::pin(fut::ready(Err(e))));
+        let refuse = |e: ClientError| -> Self::Result { Box::pin(fut::ready(Err(e))) };
         if let Err(e) = self.refuse_unless_open() {
             return refuse(e);
+        }
+        if self.buying_in.contains_key(&msg.seat) {
+            return refuse(ClientError::new("seat_taken", "that seat is taken"));
+        }
+        if self.buying_in.values().any(|p| *p == msg.player) {
+            return refuse(ClientError::new(
+                "already_seated",
+                "already seated at this table",
+            ));
         }
         let cmd = Command::Sit {
             seat: msg.seat,
@@ -85,6 +99,7 @@ impl Handler<Sit> for Table {
         if let Err(e) = self.game.clone().apply(cmd.clone()) {
             return refuse(e.into());
         }
+        self.buying_in.insert(msg.seat, msg.player.clone());
         let rt = self.rt.clone();
         let (id, fence) = (self.id.clone(), self.fence);
         let fut = async move {
@@ -92,44 +107,81 @@ impl Handler<Sit> for Table {
                 .buy_in(&id, fence, msg.seat, &msg.player, msg.buy_in)
                 .await
         };
-        AtomicResponse::new(Box::pin(fut.into_actor(self).map(
-            move |res, act, ctx| match res {
-                Ok(_balance) => match act.apply(cmd, ctx) {
+        Box::pin(fut.into_actor(self).map(move |res, act, ctx| {
+            let _g = act.span.clone().entered();
+            act.buying_in.remove(&msg.seat);
+            let told = act.bought_in(res, cmd, fence, ctx);
+            // A drain or an idle release waits for buy-ins in flight.
+            act.after_buy_in(ctx);
+            told
+        }))
+    }
+}
+
+impl Table {
+    /// What a sit's player is told once its buy-in has an outcome; a
+    /// recorded buy-in seats the player.
+    fn bought_in(
+        &mut self,
+        res: Result<Chips, StoreError>,
+        cmd: Command,
+        fence: Fence,
+        ctx: &mut Context<Self>,
+    ) -> Result<(), ClientError> {
+        match res {
+            Ok(_balance) => {
+                if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
+                    // Recorded, but this copy no longer deals: whoever hosts
+                    // the table next seats the player from Postgres.
+                    return Err(self.stopped_error().unwrap_or_else(|| {
+                        ClientError::new("table_frozen", "the table is frozen")
+                    }));
+                }
+                match self.apply(cmd, ctx) {
                     Ok(events) => {
-                        act.seated(ctx);
-                        act.advance(events, ctx);
-                        act.schedule_next_hand(ctx);
+                        self.seated(ctx);
+                        self.advance(events, ctx);
+                        self.schedule_next_hand(ctx);
                         Ok(())
                     }
                     Err(e) => {
                         error!(error = %e, "the rules refused a sit already paid for; freezing");
-                        act.freeze(FreezeReason::InternalError, ctx);
+                        self.freeze(FreezeReason::InternalError, ctx);
                         Err(ClientError::new("table_frozen", "the table is frozen"))
                     }
-                },
-                Err(e) => Err(match e {
-                    StoreError::InsufficientFunds => {
-                        ClientError::new("insufficient_funds", "wallet balance is too low")
-                    }
-                    StoreError::SeatTaken => ClientError::new("seat_taken", "that seat is taken"),
-                    StoreError::AlreadySeated => {
-                        ClientError::new("already_seated", "already seated at this table")
-                    }
-                    StoreError::WrongState(_) => {
-                        ClientError::new("table_frozen", "the table is not open")
-                    }
-                    // Nothing was seated: the player may try again.
-                    other if other.is_transient() => ClientError::new(
+                }
+            }
+            Err(e) => Err(match e {
+                StoreError::InsufficientFunds => {
+                    ClientError::new("insufficient_funds", "wallet balance is too low")
+                }
+                StoreError::SeatTaken => ClientError::new("seat_taken", "that seat is taken"),
+                StoreError::AlreadySeated => {
+                    ClientError::new("already_seated", "already seated at this table")
+                }
+                StoreError::WrongState(_) => {
+                    ClientError::new("table_frozen", "the table is not open")
+                }
+                // Nothing was seated: the player may try again.
+                other if other.is_transient() => ClientError::new(
+                    "unavailable",
+                    "the buy-in could not be recorded right now; try again",
+                ),
+                // The table moved to a new fence of its own (a re-assert)
+                // while the buy-in carried the old one: nothing was
+                // recorded, and nobody else owns the table.
+                StoreError::StaleOwnerBoundaryWrite { .. } if self.fence != fence => {
+                    ClientError::new(
                         "unavailable",
                         "the buy-in could not be recorded right now; try again",
-                    ),
-                    other => {
-                        act.on_write_error(other, ctx);
-                        ClientError::new("table_frozen", "the table could not record the buy-in")
-                    }
-                }),
-            },
-        )))
+                    )
+                }
+                other => {
+                    self.on_write_error(other, ctx);
+                    ClientError::new("table_frozen", "the table could not record the buy-in")
+                }
+            }),
+        }
     }
 }
 

@@ -197,7 +197,8 @@ impl Table {
     }
 
     pub(super) fn finish_drain(&mut self, ctx: &mut Context<Self>) {
-        if self.phase != Phase::Draining {
+        // A buy-in in flight finishes first (`after_buy_in` comes back here).
+        if self.phase != Phase::Draining || !self.buying_in.is_empty() {
             return;
         }
         self.set_phase(Phase::Stopping);
@@ -208,6 +209,13 @@ impl Table {
         self.record_and_stop(farewell, ctx);
     }
 
+    /// A buy-in has an outcome: a drain that waited for it goes on.
+    pub(super) fn after_buy_in(&mut self, ctx: &mut Context<Self>) {
+        if self.phase == Phase::Draining && !self.game.hand_in_progress() && !self.writing {
+            self.finish_drain(ctx);
+        }
+    }
+
     pub(super) fn check_idle(&mut self, ctx: &mut Context<Self>) {
         let Some(since) = self.empty_since else {
             return;
@@ -215,6 +223,7 @@ impl Table {
         if self.phase != Phase::Open
             || self.game.hand_in_progress()
             || !self.game.seats().is_empty()
+            || !self.buying_in.is_empty()
             || since.elapsed() < self.rt.idle_evict()
         {
             return;

@@ -26,7 +26,7 @@ use std::time::Instant;
 use actix::prelude::*;
 use tracing::{info, warn};
 
-use crate::game::{Game, PlayerId};
+use crate::game::{Game, PlayerId, SeatNo};
 use crate::instruments;
 use crate::lease::LeaseClock;
 use crate::runtime::Runtime;
@@ -117,6 +117,8 @@ pub struct Table {
     action_deadline_ms: Option<i64>,
     /// A boundary write is in flight; see `persist`.
     writing: bool,
+    /// Buy-ins in flight: the seats they reserve, and for whom.
+    buying_in: HashMap<SeatNo, PlayerId>,
     /// When this table last asked the manager to re-assert its lease.
     reassert_asked: Option<Instant>,
     /// Players were told `paused` because a boundary write is being
@@ -181,6 +183,7 @@ impl Table {
             absent,
             action_deadline_ms: None,
             writing: false,
+            buying_in: HashMap::new(),
             reassert_asked: None,
             moving_to: None,
             write_pause_told: false,
