@@ -356,3 +356,52 @@ async fn a_second_signal_releases_every_lease_at_once() {
     );
     assert_eq!(b.audit().await["delta"], 0);
 }
+
+#[tokio::test]
+async fn a_drained_table_is_hosted_elsewhere_while_another_still_finishes_its_hand() {
+    // The hand in progress may run until the 8 s drain deadline (nobody
+    // acts, and the action clock is 60 s).
+    // `_db` keeps the database until the test ends.
+    let Setup {
+        db: _db,
+        a,
+        b,
+        table: busy,
+        mut players,
+        ..
+    } = setup(60_000, 8_000).await;
+    let idle = play::new_table(&a).await;
+    assert_eq!(a.table(&idle).await["owner"], "inst-a");
+    let signalled = Instant::now();
+    a.sigterm();
+    // The idle table drains at once: its lease goes back then, not when the
+    // busy table is done, and the next instance takes it meanwhile.
+    let took = hosted_by(&b, &idle, signalled, Duration::from_secs(4))
+        .await
+        .expect("B hosts the drained table while A still drains the other");
+    assert!(
+        a.is_running(),
+        "A exited before B hosted the drained table ({took:?} after the signal)"
+    );
+    assert_ne!(b.table(&busy).await["owner"], "inst-b");
+    // The busy table follows once its hand is voided at the deadline.
+    let status = a.wait_exit(Duration::from_secs(15)).await.expect("A exits");
+    assert_eq!(status.code(), Some(0));
+    hosted_by(&b, &busy, Instant::now(), Duration::from_secs(5))
+        .await
+        .expect("B hosts the busy table after A exits");
+    assert!(
+        players[0]
+            .client
+            .recv_until(|v| v["kind"] == "hand_voided", Duration::from_secs(1))
+            .await
+            .is_some()
+            || players[0]
+                .client
+                .seen
+                .iter()
+                .any(|v| v["kind"] == "hand_voided"),
+        "the busy table's hand was voided at the deadline"
+    );
+    assert_eq!(b.audit().await["delta"], 0);
+}

@@ -108,7 +108,8 @@ impl Handler<TableStopped> for TableManager {
             fence: msg.fence,
         };
         match &mut self.drain {
-            // Released together once every table has drained.
+            // Handed back with the others drained meanwhile, in one round
+            // trip.
             Some(drain) => {
                 drain.released.push(lease);
                 for m in movers {
@@ -211,12 +212,7 @@ impl Handler<DrainAll> for TableManager {
 
     fn handle(&mut self, msg: DrainAll, ctx: &mut Self::Context) -> Self::Result {
         let (tx, rx) = oneshot::channel();
-        let drain = self.drain.get_or_insert_with(|| DrainState {
-            released: Vec::new(),
-            done: Vec::new(),
-            releasing: false,
-            complete: false,
-        });
+        let drain = self.drain.get_or_insert_with(DrainState::new);
         if drain.complete {
             let _ = tx.send(());
         } else {

@@ -41,6 +41,9 @@ type Waiter = oneshot::Sender<Result<Addr<Table>, HostError>>;
 
 /// At most this many acquisitions under way when a scan starts more.
 const SCAN_ACQUIRES: usize = 64;
+/// How soon a scan looks again when a table it could take was still
+/// leased (a drain handing its leases back, or a lease running out).
+const SCAN_SOON: Duration = Duration::from_millis(75);
 
 /// What is under way for a table being acquired, and who waits for it.
 struct Pending {
@@ -71,11 +74,30 @@ pub struct TableManager {
 }
 
 struct DrainState {
-    /// Leases of drained tables, released together at the end.
+    /// Leases of drained tables not yet handed back. They go back as the
+    /// tables stop, a batch per round trip, so the next instance can take
+    /// the first tables while the others still drain.
     released: Vec<HeldLease>,
     done: Vec<oneshot::Sender<()>>,
+    /// A batch is on its way to Redis.
     releasing: bool,
+    /// Leases handed back so far, and how many of them were still ours.
+    handed_back: usize,
+    still_ours: usize,
     complete: bool,
+}
+
+impl DrainState {
+    fn new() -> DrainState {
+        DrainState {
+            released: Vec::new(),
+            done: Vec::new(),
+            releasing: false,
+            handed_back: 0,
+            still_ours: 0,
+            complete: false,
+        }
+    }
 }
 
 impl TableManager {
@@ -405,10 +427,12 @@ impl TableManager {
                         // later, so later scans stop asking.
                         act.own_earlier_left = false;
                     }
+                    let mut held_elsewhere = false;
                     for (id, is_free) in ids.into_iter().zip(free) {
                         if act.hosted.contains_key(&id) || act.pending.contains_key(&id) {
                             continue;
                         }
+                        held_elsewhere |= !is_free;
                         if is_free && act.pending.len() >= SCAN_ACQUIRES {
                             // Thousands of acquisitions at once would starve
                             // the renews and the liveness beat of Redis and
@@ -422,6 +446,12 @@ impl TableManager {
                             metrics::counter!(instruments::LEASE_ACQUIRES, "result" => "owned_elsewhere").increment(1);
                             debug!(table_id = %id, "table is leased elsewhere; will retry");
                         }
+                    }
+                    if held_elsewhere && act.drain.is_none() {
+                        // Most often a predecessor draining right now: it
+                        // hands its leases back as its tables stop, so look
+                        // again soon rather than at the next period.
+                        ctx.run_later(SCAN_SOON, |act, ctx| act.scan(ctx));
                     }
                 }
                 Err(e) => debug!(error = %e, "revive scan failed; will retry"),
@@ -439,33 +469,45 @@ impl TableManager {
         });
     }
 
+    /// Hands back the leases of the tables drained so far, one batch per
+    /// round trip (compare-and-delete: a lease no longer ours stays), and
+    /// ends the drain once every table has stopped and its lease is back.
     fn maybe_finish_drain(&mut self, ctx: &mut Context<Self>) {
         let Some(drain) = &mut self.drain else { return };
-        if drain.releasing || !self.hosted.is_empty() || !self.pending.is_empty() {
+        if drain.releasing || drain.complete {
+            return;
+        }
+        if drain.released.is_empty() {
+            if !self.hosted.is_empty() || !self.pending.is_empty() {
+                return;
+            }
+            drain.complete = true;
+            info!(
+                event = "leases_released",
+                leases = drain.handed_back,
+                still_ours = drain.still_ours,
+                "released every lease"
+            );
+            for tx in drain.done.drain(..) {
+                let _ = tx.send(());
+            }
             return;
         }
         drain.releasing = true;
         let leases = std::mem::take(&mut drain.released);
         let rt = self.rt.clone();
         let fut = async move { (leases.len(), rt.lease.release_all(&leases).await) };
-        ctx.spawn(fut.into_actor(self).map(|(n, res), act, _ctx| {
+        ctx.spawn(fut.into_actor(self).map(|(n, res), act, ctx| {
+            let Some(drain) = &mut act.drain else { return };
+            drain.releasing = false;
+            drain.handed_back += n;
             match res {
-                Ok(ours) => info!(
-                    event = "leases_released",
-                    leases = n,
-                    still_ours = ours,
-                    "released every lease"
-                ),
+                Ok(ours) => drain.still_ours += ours,
                 Err(e) => {
-                    error!(error = %e, "could not release leases; they expire with their TTL")
+                    error!(error = %e, leases = n, "could not release leases; they expire with their TTL")
                 }
             }
-            if let Some(drain) = &mut act.drain {
-                drain.complete = true;
-                for tx in drain.done.drain(..) {
-                    let _ = tx.send(());
-                }
-            }
+            act.maybe_finish_drain(ctx);
         }));
     }
 }
