@@ -1,5 +1,5 @@
 //! SIGTERM/SIGINT: stop taking work, let hands finish (or void them at the
-//! deadline), persist, release every lease in one round trip, exit 0. A
+//! deadline), persist, hand each lease back as its table stops, exit 0. A
 //! second signal releases at once.
 
 use std::time::{Duration, Instant};
