@@ -212,3 +212,65 @@ async fn a_killed_cluster_master_pauses_only_its_tables_and_they_resume_when_it_
     assert_eq!(view["owner"], "cluster-a", "{view}");
     assert_eq!(a.audit().await["delta"], 0);
 }
+
+#[tokio::test]
+async fn a_renew_of_a_thousand_leases_on_a_cluster_answers_each_table_in_its_place() {
+    use pitboss::lease::{HeldLease, LeaseClient, RenewOutcome};
+    use pitboss::types::{Fence, TableId};
+
+    let cluster = RedisCluster::start(3).await;
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
+    let env = unique_env();
+    let ttl = Duration::from_secs(60);
+    let lease =
+        LeaseClient::connect_cluster(&urls, None, &env, "inst-a", ttl, Duration::from_secs(5))
+            .await
+            .expect("connect to the cluster");
+    let mut raw = redis::cluster::ClusterClient::new(urls.clone())
+        .expect("cluster client")
+        .get_async_connection()
+        .await
+        .expect("cluster connection");
+    // More tables than a cluster round keeps in flight at once, so the
+    // replies of several windows must each land in their table's place.
+    let tables: Vec<TableId> = (0..1000).map(|_| TableId::generate()).collect();
+    for t in &tables {
+        assert_eq!(lease.acquire(t, Fence(0)).await.expect("acquire"), Fence(1));
+    }
+    let mut want = Vec::new();
+    for (i, t) in tables.iter().enumerate() {
+        let key = lease.lease_key(t);
+        want.push(match i % 7 {
+            3 => {
+                let () = redis::cmd("SET")
+                    .arg(&key)
+                    .arg("inst-b|9")
+                    .query_async(&mut raw)
+                    .await
+                    .expect("SET");
+                RenewOutcome::Foreign
+            }
+            5 => {
+                let _: i64 = redis::cmd("DEL")
+                    .arg(&key)
+                    .query_async(&mut raw)
+                    .await
+                    .expect("DEL");
+                RenewOutcome::Gone
+            }
+            _ => RenewOutcome::Renewed,
+        });
+    }
+    let held: Vec<HeldLease> = tables
+        .iter()
+        .map(|t| HeldLease {
+            table: t.clone(),
+            fence: Fence(1),
+        })
+        .collect();
+    let outcomes = lease.renew_all(&held).await.expect("renew_all");
+    assert_eq!(outcomes.len(), want.len());
+    for (i, (got, want)) in outcomes.iter().zip(&want).enumerate() {
+        assert_eq!(got, want, "table {i} ({})", tables[i]);
+    }
+}

@@ -15,6 +15,9 @@
 //! deletes afterwards. `--json PATH` writes the figures for comparison
 //! across commits.
 //!
+//! `--cluster N` adds the renew on a Redis Cluster of N masters of its own,
+//! beside per-node `PEXPIRE` pipelines (see `cluster.rs`).
+//!
 //! `pitboss-bench idle`: CPU and memory per idle hosted table and per idle
 //! WebSocket connection of a real instance (see `idle.rs`).
 //!
@@ -37,7 +40,8 @@ use pitboss::types::{Fence, TableId};
 use serde_json::json;
 
 const USAGE: &str =
-    "usage: pitboss-bench [leases] [--redis URL] [--leases N[,N...]] [--acquires N] [--runs N] [--json PATH]
+    "usage: pitboss-bench [leases] [--redis URL] [--leases N[,N...]] [--acquires N] [--runs N]
+                     [--cluster N] [--json PATH]
        pitboss-bench idle --help   (idle tables and connections)
        pitboss-bench play --help   (act -> broadcast under bots)
        pitboss-bench takeover --help   (tables hosted elsewhere after SIGTERM, SIGKILL)
@@ -47,6 +51,7 @@ const USAGE: &str =
   --leases LIST   lease counts to renew (default 10000,100000)
   --acquires N    acquires to time (default 5000)
   --runs N        renew rounds per figure; the median is reported (default 5)
+  --cluster N     also renew on a Redis Cluster of N masters of its own (N >= 3)
   --json PATH     also write the figures as JSON";
 
 struct Options {
@@ -54,6 +59,7 @@ struct Options {
     leases: Vec<usize>,
     acquires: usize,
     runs: usize,
+    cluster: usize,
     json: Option<String>,
 }
 
@@ -63,6 +69,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         leases: vec![10_000, 100_000],
         acquires: 5_000,
         runs: 5,
+        cluster: 0,
         json: None,
     };
     crate::each_flag(args, USAGE, |flag, value| {
@@ -76,6 +83,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
             }
             "--acquires" => o.acquires = value()?.parse().context("--acquires takes a count")?,
             "--runs" => o.runs = value()?.parse().context("--runs takes a count")?,
+            "--cluster" => o.cluster = value()?.parse().context("--cluster takes a count")?,
             "--json" => o.json = Some(value()?),
             _ => return Ok(false),
         }
@@ -120,6 +128,7 @@ pub(crate) fn each_flag(
     Ok(())
 }
 
+mod cluster;
 mod floor;
 mod idle;
 mod instance;
@@ -359,6 +368,13 @@ async fn leases(args: &[String]) -> anyhow::Result<()> {
         "set_nx_p50_us": us(s50), "set_nx_p99_us": us(s99),
         "p50_ratio": a50.as_secs_f64() / s50.as_secs_f64(),
     }));
+
+    if o.cluster > 0 {
+        let own = cluster::OwnCluster::start(o.cluster).await?;
+        for &n in &o.leases {
+            figures.push(cluster::renew(&own, n, o.runs).await?);
+        }
+    }
 
     if let Some(path) = &o.json {
         let doc = json!({
