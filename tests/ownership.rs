@@ -381,3 +381,66 @@ async fn the_revive_scan_does_not_look_at_tables_that_are_hosted_but_finds_a_kil
         "{events}"
     );
 }
+
+#[tokio::test]
+async fn a_beat_that_lands_after_the_process_said_it_was_gone_does_not_bring_it_back() {
+    use pitboss::game::{Chips, TableConfig};
+    use pitboss::store::{Budgets, Store};
+    use pitboss::types::{Fence, TableId};
+
+    let db = test_db().await;
+    let store = Store::connect_lazy(
+        &db.url,
+        "ownership-test",
+        2,
+        Duration::from_secs(5),
+        Budgets::default(),
+    )
+    .expect("store")
+    .with_owner_timeout(Duration::from_secs(60));
+    store.migrate().await.expect("migrate");
+    let t = TableId::generate();
+    let config = TableConfig {
+        small_blind: Chips(1),
+        big_blind: Chips(2),
+        ante: Chips(0),
+        seats: 6,
+        min_buy_in: Chips(40),
+        max_buy_in: Chips(200),
+    };
+    store
+        .create_table("test", &t, &config)
+        .await
+        .expect("create");
+    store
+        .stamp(&t, Fence(1), "inst-a", false)
+        .await
+        .expect("stamp");
+    let beat = |incarnation: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .beat("test", "inst-a", incarnation, "http://127.0.0.1:1", true)
+                .await
+                .expect("beat")
+        }
+    };
+    beat("one").await;
+    assert!(store.owner_alive(&t, "inst-a").await.expect("alive?"));
+
+    // On exit the process says it is gone; a beat of the same process that
+    // was already on its way lands afterwards.
+    store
+        .forget_instance("test", "inst-a", "one")
+        .await
+        .expect("forget");
+    beat("one").await;
+    assert!(
+        !store.owner_alive(&t, "inst-a").await.expect("alive?"),
+        "a late beat revived a process that had left: the next owner would wait a TTL"
+    );
+
+    // A new process under the same id beats as usual.
+    beat("two").await;
+    assert!(store.owner_alive(&t, "inst-a").await.expect("alive?"));
+}

@@ -21,7 +21,10 @@ pub struct InstanceRow {
 }
 
 impl Store {
-    /// Records that this process is alive now (Postgres' clock).
+    /// Records that this process is alive now (Postgres' clock). A beat
+    /// that lands after this incarnation said it was gone (one already on
+    /// its way when the process forgot itself on exit) changes nothing, so
+    /// nobody waits a TTL for a process that has left.
     pub async fn beat(
         &self,
         env: &str,
@@ -37,7 +40,9 @@ impl Store {
                incarnation = EXCLUDED.incarnation, advertise_url = EXCLUDED.advertise_url, \
                draining = EXCLUDED.draining, last_seen = now(), \
                started_at = CASE WHEN instances.incarnation = EXCLUDED.incarnation \
-                            THEN instances.started_at ELSE now() END",
+                            THEN instances.started_at ELSE now() END \
+             WHERE instances.incarnation IS DISTINCT FROM EXCLUDED.incarnation \
+                OR instances.last_seen <> 'epoch'",
         )
         .bind(env)
         .bind(id)
