@@ -12,9 +12,10 @@
 //!    CPU and memory per table are the difference over N;
 //! 3. the same again with C idle WebSocket connections (connected,
 //!    answering pings, joined to nothing), per connection;
-//! 4. the same C connections held by two floors, each a process of its
-//!    own (see `floor.rs`): a bare tokio-tungstenite server and a bare
-//!    actix-web-actors server.
+//! 4. the same C connections held by three floors, each a process of its
+//!    own (see `floor.rs`): a bare tokio-tungstenite server, a bare
+//!    actix-web-actors server, and an actix-http server that takes the
+//!    socket after the upgrade and keeps one actor per connection.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -22,8 +23,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use futures::StreamExt;
+use futures::{SinkExt, StreamExt};
 use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::instance::{
     add_tables, clock_ticks, free_port, metric, start_pitboss, usage, wait_hosted, watch, Child,
@@ -89,12 +91,17 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
 /// its own (which answers pings), until the returned guard is dropped.
 struct Connections {
     stop: tokio::sync::watch::Sender<bool>,
+    /// Each change asks every connection for one ping → pong.
+    ping: tokio::sync::watch::Sender<u64>,
+    pongs: tokio::sync::mpsc::UnboundedReceiver<()>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Connections {
     async fn open(n: usize, url_of: impl Fn(usize) -> String) -> anyhow::Result<Connections> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        let (ping, pinged) = tokio::sync::watch::channel(0u64);
+        let (pong_tx, pongs) = tokio::sync::mpsc::unbounded_channel();
         let (up_tx, mut up_rx) = tokio::sync::mpsc::channel::<Result<(), String>>(n);
         // At most this many handshakes at once, so the accept queue never
         // overflows.
@@ -103,6 +110,7 @@ impl Connections {
         for i in 0..n {
             let url = url_of(i);
             let (gate, up, mut stopped) = (gate.clone(), up_tx.clone(), stopped.clone());
+            let (mut pinged, pong) = (pinged.clone(), pong_tx.clone());
             tasks.push(tokio::spawn(async move {
                 let permit = gate.acquire_owned().await;
                 let ws = tokio_tungstenite::connect_async(url.as_str()).await;
@@ -119,7 +127,18 @@ impl Connections {
                 };
                 loop {
                     tokio::select! {
-                        frame = ws.next() => if !matches!(frame, Some(Ok(_))) { return },
+                        frame = ws.next() => match frame {
+                            Some(Ok(Message::Pong(p))) if p.as_slice() == b"bench" => {
+                                let _ = pong.send(());
+                            }
+                            Some(Ok(_)) => {}
+                            _ => return,
+                        },
+                        _ = pinged.changed() => {
+                            if ws.send(Message::Ping(b"bench".to_vec())).await.is_err() {
+                                return;
+                            }
+                        }
                         _ = stopped.changed() => {
                             let _ = ws.close(None).await;
                             return;
@@ -142,7 +161,37 @@ impl Connections {
         if up < n {
             bail!("only {up} of {n} connections opened");
         }
-        Ok(Connections { stop, tasks })
+        Ok(Connections {
+            stop,
+            ping,
+            pongs,
+            tasks,
+        })
+    }
+
+    /// `rounds` rounds of one ping on every connection, each round waiting
+    /// for every pong.
+    async fn ping_all(&mut self, rounds: u64) -> anyhow::Result<()> {
+        let n = self.tasks.len();
+        for _ in 0..rounds {
+            self.ping.send_modify(|r| *r += 1);
+            for got in 0..n {
+                match tokio::time::timeout(Duration::from_secs(30), self.pongs.recv()).await {
+                    Ok(Some(())) => {}
+                    _ => bail!("only {got} of {n} pongs came back"),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Server CPU per ping → pong on these connections (`rounds` × each).
+    async fn cpu_per_ping(&mut self, pid: u32, rounds: u64) -> anyhow::Result<Duration> {
+        let ticks = clock_ticks();
+        let before = usage(pid, ticks)?.cpu;
+        self.ping_all(rounds).await?;
+        let cpu = usage(pid, ticks)?.cpu.saturating_sub(before);
+        Ok(cpu / u32::try_from(rounds * self.tasks.len() as u64).unwrap_or(u32::MAX))
     }
 
     async fn close(self) {
@@ -153,9 +202,12 @@ impl Connections {
     }
 }
 
+/// Pings per connection when the bench measures the CPU of a ping → pong.
+const PING_ROUNDS: u64 = 5;
+
 /// A floor server (`pitboss-bench ws-floor KIND --port P`) holding `n`
-/// connections: its memory per connection.
-async fn floor(kind: &str, n: usize, settle: Duration) -> anyhow::Result<f64> {
+/// connections: its memory per connection, and its CPU per ping → pong.
+async fn floor(kind: &str, n: usize, settle: Duration) -> anyhow::Result<(f64, Duration)> {
     let port = free_port()?;
     let child = Child(
         tokio::process::Command::new(std::env::current_exe()?)
@@ -178,12 +230,13 @@ async fn floor(kind: &str, n: usize, settle: Duration) -> anyhow::Result<f64> {
     tokio::time::sleep(settle).await;
     let ticks = clock_ticks();
     let before = usage(pid, ticks)?.rss_kib;
-    let conns = Connections::open(n, |_| format!("ws://127.0.0.1:{port}/ws")).await?;
+    let mut conns = Connections::open(n, |_| format!("ws://127.0.0.1:{port}/ws")).await?;
     tokio::time::sleep(settle).await;
     let after = usage(pid, ticks)?.rss_kib;
+    let per_ping = conns.cpu_per_ping(pid, PING_ROUNDS).await?;
     conns.close().await;
     drop(child);
-    Ok(kib_to_kb(after.saturating_sub(before)) / n as f64)
+    Ok((kib_to_kb(after.saturating_sub(before)) / n as f64, per_ping))
 }
 
 /// Kibibytes as kilobytes (the unit the goals are written in).
@@ -257,7 +310,7 @@ async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> an
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow::anyhow!("mint a token: {e:?}"))?;
     let port = inst.port;
-    let conns = Connections::open(o.conns, |i| {
+    let mut conns = Connections::open(o.conns, |i| {
         format!("ws://127.0.0.1:{port}/ws?token={}", tokens[i])
     })
     .await?;
@@ -267,6 +320,7 @@ async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> an
     }
     tokio::time::sleep(settle).await;
     let with_conns = watch(pid, o.window).await?;
+    let per_ping = conns.cpu_per_ping(pid, PING_ROUNDS).await?;
     conns.close().await;
     let per_conn_kb = kib_to_kb(with_conns.rss_kib.saturating_sub(tables.rss_kib)) / o.conns as f64;
     let per_conn_cpu = (with_conns.core_share - tables.core_share) / o.conns as f64;
@@ -280,11 +334,22 @@ async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> an
     );
     drop(inst);
 
-    let actix = floor("actix", o.conns, settle).await?;
-    let tungstenite = floor("tungstenite", o.conns, settle).await?;
+    let (actix, actix_ping) = floor("actix", o.conns, settle).await?;
+    let (tungstenite, tungstenite_ping) = floor("tungstenite", o.conns, settle).await?;
+    let (upgrade, upgrade_ping) = floor("actix-upgrade", o.conns, settle).await?;
     println!(
-        "  per idle connection: pitboss {per_conn_kb:.2} kB   actix-web-actors floor {actix:.2} kB   tokio-tungstenite floor {tungstenite:.2} kB   pitboss/actix {:.2}x",
+        "  per idle connection: pitboss {per_conn_kb:.2} kB   actix-web-actors floor {actix:.2} kB   tokio-tungstenite floor {tungstenite:.2} kB   \
+         socket taken after the upgrade, one actor each {upgrade:.2} kB   pitboss/actix {:.2}x",
         per_conn_kb / actix
+    );
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "  server CPU per ping → pong ({PING_ROUNDS} on each connection): pitboss {:.1} µs   actix-web-actors floor {:.1} µs   \
+         tokio-tungstenite floor {:.1} µs   socket taken after the upgrade {:.1} µs",
+        us(per_ping),
+        us(actix_ping),
+        us(tungstenite_ping),
+        us(upgrade_ping),
     );
 
     if let Some(path) = &o.json {
@@ -301,7 +366,11 @@ async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> an
                 {"figure": "idle_connections", "connections": o.conns,
                  "core_share": with_conns.core_share, "rss_kib": with_conns.rss_kib,
                  "per_connection_kb": per_conn_kb, "per_connection_cpu_us_per_s": per_conn_cpu * 1e6,
-                 "actix_floor_kb": actix, "tungstenite_floor_kb": tungstenite},
+                 "actix_floor_kb": actix, "tungstenite_floor_kb": tungstenite,
+                 "upgrade_floor_kb": upgrade,
+                 "cpu_us_per_ping": us(per_ping), "actix_floor_cpu_us_per_ping": us(actix_ping),
+                 "tungstenite_floor_cpu_us_per_ping": us(tungstenite_ping),
+                 "upgrade_floor_cpu_us_per_ping": us(upgrade_ping)},
             ],
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)?)
