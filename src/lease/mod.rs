@@ -775,6 +775,9 @@ fn text(v: &Value) -> Option<String> {
 pub struct LeaseClock {
     /// `None` once revoked.
     deadline: Mutex<Option<Instant>>,
+    /// Revoked because Postgres holds a newer owner's fence: the copy stops
+    /// without a state write rather than freezing.
+    superseded: std::sync::atomic::AtomicBool,
 }
 
 impl LeaseClock {
@@ -785,6 +788,7 @@ impl LeaseClock {
     pub fn new(sent: Instant, ttl: Duration) -> Arc<LeaseClock> {
         Arc::new(LeaseClock {
             deadline: Mutex::new(Some(sent + (ttl - safety_margin(ttl)))),
+            superseded: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -817,6 +821,18 @@ impl LeaseClock {
     /// Makes the lease unusable at once (it was lost or released).
     pub fn revoke(&self) {
         *self.lock() = None;
+    }
+
+    /// Revokes the lease because a newer owner has stamped the table.
+    pub fn supersede(&self) {
+        self.superseded
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.revoke();
+    }
+
+    /// Whether the revocation was [`LeaseClock::supersede`]'s.
+    pub fn is_superseded(&self) -> bool {
+        self.superseded.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
@@ -880,6 +896,21 @@ mod tests {
     fn revoked_clock_is_invalid_at_once() {
         let clock = LeaseClock::new(Instant::now(), Duration::from_secs(10));
         clock.revoke();
+        assert!(!clock.is_valid(Instant::now()));
+        assert!(
+            !clock.is_superseded(),
+            "a plain revocation is not a newer owner's"
+        );
+    }
+
+    #[test]
+    fn a_superseded_clock_is_revoked_at_once_and_says_why() {
+        let ttl = Duration::from_secs(10);
+        let clock = LeaseClock::new(Instant::now(), ttl);
+        assert!(!clock.is_superseded());
+        clock.supersede();
+        assert!(clock.is_revoked() && clock.is_superseded());
+        clock.confirm(Instant::now(), ttl);
         assert!(!clock.is_valid(Instant::now()));
     }
 }

@@ -273,7 +273,8 @@ impl Table {
     /// The manager gave the lease up: a refused re-assert freezes the copy
     /// loudly; a forced release at shutdown (second signal, hard drain
     /// deadline) only stops it, recording nothing, so the next owner revives
-    /// the table as Postgres left it instead of finding it frozen.
+    /// the table as Postgres left it instead of finding it frozen; a newer
+    /// owner's stamp (seen by the fence check) stops it as superseded.
     pub(super) fn on_revoked(&mut self, ctx: &mut Context<Self>) {
         let _g = self.span.clone().entered();
         if self.rt.is_draining() {
@@ -282,6 +283,12 @@ impl Table {
                 "lease released by a forced shutdown; stopping without a state write"
             );
             self.stop_unwritten(&Dismissal::Released, ctx);
+            return;
+        }
+        if self.clock.is_superseded() {
+            // Postgres holds a newer owner's fence (the manager's fence
+            // check, whose message may still be on its way).
+            self.supersede(ctx);
             return;
         }
         warn!(event = "lease_revoked", "the lease was given up; freezing");

@@ -339,12 +339,15 @@ impl Handler<FencesSeen> for TableManager {
                 operator,
                 "Postgres holds a newer fence for this table; stopping its copy"
             );
-            h.clock.revoke();
             if operator {
+                h.clock.revoke();
                 h.addr.do_send(Freeze {
                     reason: FreezeReason::Operator,
                 });
             } else {
+                // The table may see its clock revoked before this message:
+                // it stops the same way then.
+                h.clock.supersede();
                 // A newer owner stamped it: nothing to record, nothing
                 // frozen; the copy's watchers follow the table there.
                 metrics::counter!(instruments::LEASES_LOST, "reason" => "foreign").increment(1);
