@@ -508,17 +508,7 @@ async fn a_buy_in_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
         .send(json!({"type": "sit", "table": t, "seat": 4, "buy_in": 100}))
         .await;
     let pool = db.pool().await;
-    let waiting = common::eventually(SECS(10), Duration::from_millis(20), || async {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(&pool)
-        .await
-        .expect("pg_stat_activity");
-        n == 1
-    })
-    .await;
+    let waiting = db.one_waits_for_a_lock().await;
     assert!(waiting, "carol's buy-in never waited on the row lock");
 
     // Her seat and her name are reserved while it waits.

@@ -385,20 +385,13 @@ async fn the_revive_scan_does_not_look_at_tables_that_are_hosted_but_finds_a_kil
 #[tokio::test]
 async fn a_beat_that_lands_after_the_process_said_it_was_gone_does_not_bring_it_back() {
     use pitboss::game::{Chips, TableConfig};
-    use pitboss::store::{Budgets, Store};
     use pitboss::types::{Fence, TableId};
 
     let db = test_db().await;
-    let store = Store::connect_lazy(
-        &db.url,
-        "ownership-test",
-        2,
-        Duration::from_secs(5),
-        Budgets::default(),
-    )
-    .expect("store")
-    .with_owner_timeout(Duration::from_secs(60));
-    store.migrate().await.expect("migrate");
+    let store = db
+        .store("ownership-test")
+        .await
+        .with_owner_timeout(Duration::from_secs(60));
     let t = TableId::generate();
     let config = TableConfig {
         small_blind: Chips(1),

@@ -405,3 +405,51 @@ async fn a_drained_table_is_hosted_elsewhere_while_another_still_finishes_its_ha
     );
     assert_eq!(b.audit().await["delta"], 0);
 }
+
+#[tokio::test]
+async fn a_drain_waits_for_a_buy_in_in_flight_and_the_player_is_seated_where_the_table_goes() {
+    // The heads-up table's hand is voided at the 1 s drain deadline.
+    let Setup { db, a, b, .. } = setup(60_000, 1_000).await;
+    let t = play::new_table(&a).await;
+    a.grant("carol", 1000).await;
+    let mut carol = common::WsClient::connect(&a, &common::mint_token("carol"))
+        .await
+        .expect("connect");
+    carol.send(json!({"type": "join", "table": t})).await;
+    carol
+        .recv_type("snapshot", Duration::from_secs(10))
+        .await
+        .expect("carol joined");
+
+    // Carol's buy-in waits on the table's row; then A is told to drain.
+    let lock = db.lock_table_row(&t).await;
+    carol
+        .send(json!({"type": "sit", "table": t, "seat": 3, "buy_in": 100}))
+        .await;
+    let pool = db.pool().await;
+    let waiting = db.one_waits_for_a_lock().await;
+    assert!(waiting, "the buy-in never waited on the row lock");
+    a.sigterm();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(a.is_running(), "A stopped before the buy-in had an outcome");
+    lock.rollback().await.expect("release the row");
+
+    // The buy-in lands before the table is released: carol is seated (not
+    // told the table stopped), and the seat goes with the table.
+    let seated = carol
+        .recv_until(
+            |v| v["kind"] == "seated" || v["type"] == "error",
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("carol's sit has an outcome");
+    assert_eq!(seated["kind"], "seated", "{:?}", carol.seen);
+    let status = a.wait_exit(Duration::from_secs(15)).await.expect("A exits");
+    assert_eq!(status.code(), Some(0));
+    hosted_by(&b, &t, Instant::now(), Duration::from_secs(5))
+        .await
+        .expect("B hosts carol's table");
+    let seats = db_stacks(&pool, &t).await;
+    assert_eq!(seats.get(&3), Some(&100), "{seats:?}");
+    assert_eq!(b.audit().await["delta"], 0);
+}

@@ -7,10 +7,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use pitboss::game::{Chips, HandSummary, PlayerId, PotAward, SeatNo, SeatResult, TableConfig};
-use pitboss::store::{Budgets, CashOut, SeatRow, Store, StoreError};
+use pitboss::store::{CashOut, SeatRow, Store, StoreError};
 use pitboss::types::{Fence, FreezeReason, StateReason, TableId, TableState};
 
 // ---------------------------------------------------------------------------
@@ -19,15 +17,7 @@ use pitboss::types::{Fence, FreezeReason, StateReason, TableId, TableState};
 
 async fn fresh_store() -> (common::TestDb, Store) {
     let db = common::test_db().await;
-    let store = Store::connect_lazy(
-        &db.url,
-        "store-test",
-        5,
-        Duration::from_secs(5),
-        Budgets::default(),
-    )
-    .expect("store");
-    store.migrate().await.expect("migrate the test database");
+    let store = db.store("store-test").await;
     (db, store)
 }
 

@@ -100,6 +100,42 @@ impl TestDb {
         tx
     }
 
+    /// pitboss's store on this database, migrated.
+    #[allow(dead_code)] // not every test binary uses the store directly
+    pub async fn store(&self, application_name: &str) -> pitboss::store::Store {
+        let store = pitboss::store::Store::connect_lazy(
+            &self.url,
+            application_name,
+            5,
+            Duration::from_secs(5),
+            pitboss::store::Budgets::default(),
+        )
+        .expect("store");
+        store.migrate().await.expect("migrate the test database");
+        store
+    }
+
+    /// Waits until exactly one statement on this database waits for a lock
+    /// (a write queued behind `lock_table_row`); false after 10 s.
+    #[allow(dead_code)] // not every test binary locks rows
+    pub async fn one_waits_for_a_lock(&self) -> bool {
+        super::eventually(
+            Duration::from_secs(10),
+            Duration::from_millis(20),
+            || async {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                )
+                .fetch_one(&self.pool)
+                .await
+                .expect("pg_stat_activity");
+                n == 1
+            },
+        )
+        .await
+    }
+
     /// Moves table `id`'s fence on in Postgres, as a newer owner's stamp
     /// would, behind its hosting owner's back.
     #[allow(dead_code)] // not every test binary stamps
