@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use futures::future::try_join_all;
 use futures::StreamExt;
-use pitboss::lease::{HeldLease, LeaseClient};
-use pitboss::types::{Fence, TableId};
+use pitboss::lease::LeaseClient;
+use pitboss::types::TableId;
 use serde_json::json;
+
+use crate::{median, ms};
 
 /// Requests in flight at once, as pitboss's cluster round keeps.
 const IN_FLIGHT: usize = 256;
@@ -162,15 +164,6 @@ async fn node_of_each(urls: &[String], keys: &[String]) -> anyhow::Result<Vec<us
         .collect()
 }
 
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort();
-    xs[xs.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 /// Renews `n` leases on the cluster `runs` times each way; prints the
 /// figures and returns them as JSON.
 pub(crate) async fn renew(
@@ -220,13 +213,7 @@ pub(crate) async fn renew(
         }
         let () = pipe.query_async(&mut direct[i]).await?;
     }
-    let held: Vec<HeldLease> = tables
-        .iter()
-        .map(|t| HeldLease {
-            table: t.clone(),
-            fence: Fence(1),
-        })
-        .collect();
+    let held = crate::held_at_fence_1(&tables);
 
     let (mut renew, mut floor, mut same_shape) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {

@@ -178,7 +178,18 @@ impl OwnRedis {
     }
 }
 
-fn median(mut xs: Vec<Duration>) -> Duration {
+/// The leases the bench sets up (`bench|1`), as the renew takes them.
+pub(crate) fn held_at_fence_1(tables: &[TableId]) -> Vec<HeldLease> {
+    tables
+        .iter()
+        .map(|t| HeldLease {
+            table: t.clone(),
+            fence: Fence(1),
+        })
+        .collect()
+}
+
+pub(crate) fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
     xs[xs.len() / 2]
 }
@@ -189,7 +200,7 @@ fn quantile(xs: &mut [Duration], q: f64) -> Duration {
     xs[i]
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
@@ -263,13 +274,7 @@ async fn leases(args: &[String]) -> anyhow::Result<()> {
                 .ignore();
         }
         let () = pipe.query_async(&mut raw).await?;
-        let held: Vec<HeldLease> = tables
-            .iter()
-            .map(|t| HeldLease {
-                table: t.clone(),
-                fence: Fence(1),
-            })
-            .collect();
+        let held = held_at_fence_1(&tables);
         let keys: Vec<String> = tables.iter().map(|t| lease.lease_key(t)).collect();
         let ttl_ms = ttl.as_millis() as u64;
 

@@ -20,6 +20,7 @@ use nix::unistd::Pid;
 use serde_json::json;
 
 use crate::instance::{add_tables, start_pitboss, wait_hosted, Database, Instance};
+use crate::ms;
 
 const USAGE: &str = "usage: pitboss-bench takeover [--tables N] [--rounds N] [--ttl-ms MS]
                               [--pitboss PATH] [--pg-url URL] [--json PATH]
@@ -205,10 +206,6 @@ async fn go_away(
             _ => hosted,
         },
     })
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 fn ratio(a: Duration, b: Duration) -> f64 {
