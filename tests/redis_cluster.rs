@@ -274,3 +274,106 @@ async fn a_renew_of_a_thousand_leases_on_a_cluster_answers_each_table_in_its_pla
         assert_eq!(got, want, "table {i} ({})", tables[i]);
     }
 }
+
+#[tokio::test]
+async fn a_renew_after_a_table_s_slot_moved_to_another_master_still_renews_it() {
+    use common::redis_conn;
+    use pitboss::lease::{HeldLease, LeaseClient, RenewOutcome};
+    use pitboss::types::{Fence, TableId};
+
+    let cluster = RedisCluster::start(3).await;
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
+    let env = unique_env();
+    let lease = LeaseClient::connect_cluster(
+        &urls,
+        None,
+        &env,
+        "inst-a",
+        Duration::from_secs(60),
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("connect to the cluster");
+    let tables: Vec<TableId> = (0..30).map(|_| TableId::generate()).collect();
+    for t in &tables {
+        lease.acquire(t, Fence(0)).await.expect("acquire");
+    }
+    let held: Vec<HeldLease> = tables
+        .iter()
+        .map(|t| HeldLease {
+            table: t.clone(),
+            fence: Fence(1),
+        })
+        .collect();
+    // The first renew reads the slot map and keeps it.
+    let all_renewed = vec![RenewOutcome::Renewed; tables.len()];
+    assert_eq!(lease.renew_all(&held).await.expect("renew"), all_renewed);
+
+    // Move the first table's slot, with its keys, to another master, the
+    // way a resharding does: the kept map now names the old master.
+    let moved = &tables[0];
+    let key = lease.lease_key(moved);
+    let slot = cluster.slot_of(&key).await;
+    let from = cluster.node_of(&key).await;
+    let to = (from + 1) % 3;
+    let id_of = |i: usize| {
+        let url = cluster.nodes[i].url();
+        async move {
+            let mut c = redis_conn(&url).await;
+            redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query_async::<String>(&mut c)
+                .await
+                .expect("CLUSTER MYID")
+        }
+    };
+    let (from_id, to_id) = (id_of(from).await, id_of(to).await);
+    let mut src = redis_conn(&cluster.nodes[from].url()).await;
+    let mut dst = redis_conn(&cluster.nodes[to].url()).await;
+    let setslot = |state: &str, id: &str| {
+        let mut c = redis::cmd("CLUSTER");
+        c.arg("SETSLOT").arg(slot).arg(state).arg(id);
+        c
+    };
+    let () = setslot("IMPORTING", &from_id)
+        .query_async(&mut dst)
+        .await
+        .expect("IMPORTING");
+    let () = setslot("MIGRATING", &to_id)
+        .query_async(&mut src)
+        .await
+        .expect("MIGRATING");
+    let () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(cluster.nodes[to].port)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(&key)
+        .arg(lease.fence_key(moved))
+        .query_async(&mut src)
+        .await
+        .expect("MIGRATE");
+    for i in 0..3 {
+        let mut c = redis_conn(&cluster.nodes[i].url()).await;
+        let () = setslot("NODE", &to_id)
+            .query_async(&mut c)
+            .await
+            .expect("SETSLOT NODE");
+    }
+    assert_eq!(cluster.node_of(&key).await, to);
+
+    // The old master answers MOVED for it; the renew sends that table
+    // again through the cluster client, and every lease is renewed.
+    assert_eq!(lease.renew_all(&held).await.expect("renew"), all_renewed);
+    let mut c = redis_conn(&cluster.nodes[to].url()).await;
+    let value: Option<String> = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut c)
+        .await
+        .expect("GET");
+    assert_eq!(value.as_deref(), Some("inst-a|1"));
+    // And the map read again routes it to its new master from then on.
+    assert_eq!(lease.renew_all(&held).await.expect("renew"), all_renewed);
+}

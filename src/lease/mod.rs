@@ -11,15 +11,18 @@
 //! request per table, all at once, which the crate's cluster client routes
 //! to each slot's node and multiplexes on that node's connection.
 
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, Script, Value};
 
 mod instance;
+mod slots;
 
 pub use instance::{Claim, ClaimError, InstanceRecord, Registration};
 
@@ -229,6 +232,9 @@ pub struct LeaseClient {
     owner: String,
     ttl: Duration,
     op_timeout: Duration,
+    /// On a cluster, which node serves which slots (see `per_node`).
+    /// Shared by the client's clones.
+    slots: Arc<Mutex<Option<Arc<slots::SlotMap>>>>,
 }
 
 /// Where the leases live.
@@ -404,6 +410,7 @@ impl LeaseClient {
             owner: owner.to_string(),
             ttl,
             op_timeout,
+            slots: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -534,6 +541,7 @@ impl LeaseClient {
         &self,
         script: Option<&'static Script>,
         n: usize,
+        key: impl Fn(usize) -> String,
         add: impl Fn(&mut Pipeline, usize),
     ) -> Result<Vec<Result<T, LeaseError>>, LeaseError> {
         if n == 0 {
@@ -559,14 +567,7 @@ impl LeaseClient {
             }
             return Ok(all.into_iter().map(Ok).collect());
         }
-        let pipes: Vec<Pipeline> = (0..n)
-            .map(|i| {
-                let mut p = redis::pipe();
-                add(&mut p, i);
-                p
-            })
-            .collect();
-        let mut replies = self.cluster_round(&pipes).await;
+        let mut replies = self.per_node(n, &key, &add).await;
         let lost_scripts = replies.iter().any(
             |r| matches!(r, Err(LeaseError::Redis(e)) if e.kind() == ErrorKind::NoScriptError),
         );
@@ -574,9 +575,117 @@ impl LeaseClient {
             // SCRIPT LOAD goes to every node of the cluster.
             self.run(move |mut c| Box::pin(async move { script.load_async(&mut c).await }))
                 .await?;
-            replies = self.cluster_round(&pipes).await;
+            replies = self.per_node(n, &key, &add).await;
         }
         Ok(replies)
+    }
+
+    /// On a cluster: one pipeline per node, all nodes at once, each holding
+    /// the commands of the tables whose keys that node serves (by the slot
+    /// map); replies in table order. A command the node refuses (`MOVED`,
+    /// `ASK`, `NOSCRIPT`, …) and every command of a node that cannot be
+    /// reached go again as one request per table through the cluster
+    /// client, which follows redirects, and the slot map is read again
+    /// next time.
+    async fn per_node<T: redis::FromRedisValue + Send + 'static>(
+        &self,
+        n: usize,
+        key: &impl Fn(usize) -> String,
+        add: &impl Fn(&mut Pipeline, usize),
+    ) -> Vec<Result<T, LeaseError>> {
+        let mut out: Vec<Option<Result<T, LeaseError>>> = (0..n).map(|_| None).collect();
+        let mut again: Vec<usize> = Vec::new();
+        match (&self.conn, self.slot_map().await) {
+            (Conn::Cluster(conn), Some(map)) => {
+                let mut groups: HashMap<slots::Node, Vec<usize>> = HashMap::new();
+                for i in 0..n {
+                    match map.node_of(slots::key_slot(&key(i))) {
+                        Some(node) => groups.entry(node.clone()).or_default().push(i),
+                        None => again.push(i),
+                    }
+                }
+                let op_timeout = self.op_timeout;
+                let calls = groups.into_iter().map(|(node, tables)| {
+                    let mut pipe = redis::pipe();
+                    for &i in &tables {
+                        add(&mut pipe, i);
+                    }
+                    let mut conn = conn.clone();
+                    async move {
+                        let route = SingleNodeRoutingInfo::ByAddress {
+                            host: node.host,
+                            port: node.port,
+                        };
+                        let sent = conn.route_pipeline(&pipe, 0, tables.len(), route);
+                        (tables, tokio::time::timeout(op_timeout, sent).await)
+                    }
+                });
+                for (tables, reply) in futures::future::join_all(calls).await {
+                    match reply {
+                        Ok(Ok(values)) if values.len() == tables.len() => {
+                            for (i, v) in tables.into_iter().zip(values) {
+                                match v {
+                                    Value::ServerError(_) => again.push(i),
+                                    v => {
+                                        out[i] = Some(T::from_redis_value(&v).map_err(|e| {
+                                            LeaseError::Protocol(format!("a reply: {e}"))
+                                        }))
+                                    }
+                                }
+                            }
+                        }
+                        _ => again.extend(tables),
+                    }
+                }
+            }
+            _ => again.extend(0..n),
+        }
+        if !again.is_empty() {
+            self.forget_slot_map();
+            again.sort_unstable();
+            let pipes: Vec<Pipeline> = again
+                .iter()
+                .map(|&i| {
+                    let mut p = redis::pipe();
+                    add(&mut p, i);
+                    p
+                })
+                .collect();
+            for (i, reply) in again.into_iter().zip(self.cluster_round(&pipes).await) {
+                out[i] = Some(reply);
+            }
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(LeaseError::Protocol("no reply".into()))))
+            .collect()
+    }
+
+    /// The cluster's slot map, read once and kept until a batch finds it
+    /// stale; `None` when it cannot be read now (each table then goes on
+    /// its own).
+    async fn slot_map(&self) -> Option<Arc<slots::SlotMap>> {
+        if let Some(map) = lock(&self.slots).clone() {
+            return Some(map);
+        }
+        let Conn::Cluster(conn) = &self.conn else {
+            return None;
+        };
+        let mut conn = conn.clone();
+        let ask = redis::cmd("CLUSTER").arg("SLOTS").clone();
+        let reply = tokio::time::timeout(
+            self.op_timeout,
+            conn.route_command(&ask, RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random)),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        let map = Arc::new(slots::SlotMap::parse(&reply)?);
+        *lock(&self.slots) = Some(map.clone());
+        Some(map)
+    }
+
+    fn forget_slot_map(&self) {
+        *lock(&self.slots) = None;
     }
 
     /// One single-command pipeline per table, at most `CLUSTER_IN_FLIGHT`
@@ -613,12 +722,17 @@ impl LeaseClient {
             return self.renew_on_one_server(leases).await;
         }
         let replies: Vec<Result<i64, LeaseError>> = self
-            .per_table(Some(&RENEW), leases.len(), |pipe, i| {
-                let l = &leases[i];
-                evalsha(&RENEW, pipe, &self.lease_key(&l.table))
-                    .arg(self.value(l.fence))
-                    .arg(self.ttl_ms());
-            })
+            .per_table(
+                Some(&RENEW),
+                leases.len(),
+                |i| self.lease_key(&leases[i].table),
+                |pipe, i| {
+                    let l = &leases[i];
+                    evalsha(&RENEW, pipe, &self.lease_key(&l.table))
+                        .arg(self.value(l.fence))
+                        .arg(self.ttl_ms());
+                },
+            )
             .await?;
         answered(replies)?
             .into_iter()
@@ -671,10 +785,15 @@ impl LeaseClient {
     /// TTL.
     pub async fn release_all(&self, leases: &[HeldLease]) -> Result<usize, LeaseError> {
         let replies: Vec<Result<i64, LeaseError>> = self
-            .per_table(Some(&RELEASE), leases.len(), |pipe, i| {
-                let l = &leases[i];
-                evalsha(&RELEASE, pipe, &self.lease_key(&l.table)).arg(self.value(l.fence));
-            })
+            .per_table(
+                Some(&RELEASE),
+                leases.len(),
+                |i| self.lease_key(&leases[i].table),
+                |pipe, i| {
+                    let l = &leases[i];
+                    evalsha(&RELEASE, pipe, &self.lease_key(&l.table)).arg(self.value(l.fence));
+                },
+            )
             .await?;
         Ok(answered(replies)?
             .into_iter()
@@ -690,9 +809,14 @@ impl LeaseClient {
         // GETs rather than one MGET: the keys of different tables may live
         // on different Redis Cluster slots.
         let values: Vec<Result<Option<String>, LeaseError>> = self
-            .per_table(None, tables.len(), |pipe, i| {
-                pipe.cmd("GET").arg(self.lease_key(&tables[i]));
-            })
+            .per_table(
+                None,
+                tables.len(),
+                |i| self.lease_key(&tables[i]),
+                |pipe, i| {
+                    pipe.cmd("GET").arg(self.lease_key(&tables[i]));
+                },
+            )
             .await?;
         let mine = format!("{}|", self.owner);
         Ok(values
@@ -747,6 +871,12 @@ fn answered<T>(
 /// `per_table`).
 fn evalsha<'p>(script: &Script, pipe: &'p mut Pipeline, key: &str) -> &'p mut Pipeline {
     pipe.cmd("EVALSHA").arg(script.get_hash()).arg(1).arg(key)
+}
+
+/// A poisoned lock still guards a usable value here (a slot map is
+/// replaced whole, never half-written).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn int(v: &Value) -> Option<i64> {
