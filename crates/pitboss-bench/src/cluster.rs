@@ -5,8 +5,9 @@
 //! - the floor: one pipeline of `PEXPIRE` per node, for the keys whose
 //!   slots that node serves, all nodes at once (what a renew that could
 //!   group keys per node and skip the compare would cost);
-//! - the same shape without Lua: one `PEXPIRE` per lease, as many in
-//!   flight as pitboss keeps, through the same cluster client pitboss uses.
+//! - one `PEXPIRE` per lease through the same cluster client pitboss
+//!   uses, as many in flight as pitboss's per-table path keeps (the shape
+//!   of that path, without Lua).
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -22,7 +23,7 @@ use serde_json::json;
 
 use crate::{median, ms};
 
-/// Requests in flight at once, as pitboss's cluster round keeps.
+/// Requests in flight at once, as pitboss's per-table cluster path keeps.
 const IN_FLIGHT: usize = 256;
 
 /// Masters of the run's own, killed (and their directory removed) on drop.
