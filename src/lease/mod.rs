@@ -8,8 +8,9 @@
 //! for the renew on a single server, where one call renews a chunk of
 //! leases. The batched ones (renew, release, the scan's lookups) go out in
 //! one round trip: one pipeline to a single server; on a Redis Cluster, one
-//! request per table, all at once, which the crate's cluster client routes
-//! to each slot's node and multiplexes on that node's connection.
+//! pipeline per node, grouped by a slot map of the client's own
+//! (`slots.rs`), with one request per table through the crate's cluster
+//! client for whatever a node refuses or cannot answer.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -532,11 +533,11 @@ impl LeaseClient {
 
     /// Sends one command per table, added by `add`, in one round trip and
     /// answers each table's reply in order. To a single server: one
-    /// pipeline, all or nothing. On a cluster: one request per table (each
-    /// within one slot), all at once; the cluster client routes each to its
-    /// node and multiplexes them on that node's connection, and a node that
-    /// fails fails only its own tables. Script calls go by SHA; a server
-    /// that lost its script cache gets the script and the round again.
+    /// pipeline, all or nothing. On a cluster: one pipeline per node (see
+    /// `per_node`), and a node that fails fails only its own tables. `key`
+    /// is table `i`'s lease key (its slot). Script calls go by SHA; a
+    /// server that lost its script cache gets the script and the round
+    /// again.
     async fn per_table<T: redis::FromRedisValue + Send + 'static>(
         &self,
         script: Option<&'static Script>,
