@@ -323,11 +323,7 @@ async fn every_bad_input_gets_its_error_code_and_changes_nothing() {
 
     // Another player: a taken seat, a buy-in beyond the wallet, one outside
     // the table's range, acting without a seat.
-    let mut dave = WsClient::connect(&server, &mint_token("dave"))
-        .await
-        .expect("dave connects");
-    dave.send(json!({"type": "join", "table": t})).await;
-    dave.recv_type("snapshot", SECS(5)).await.expect("snapshot");
+    let mut dave = joined(&server, &t, "dave").await;
     expect_error(
         &mut dave,
         json!({"type": "sit", "table": t, "seat": 0, "buy_in": 100}),

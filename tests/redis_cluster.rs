@@ -10,6 +10,8 @@ mod play;
 use std::time::{Duration, Instant};
 
 use common::{test_db, unique_env, RedisCluster, Server, ServerConfig};
+use pitboss::lease::{HeldLease, LeaseClient, RenewOutcome};
+use pitboss::types::{Fence, TableId};
 use play::{Player, Policy};
 
 fn on_cluster(db: &common::TestDb, cluster: &RedisCluster) -> ServerConfig {
@@ -19,6 +21,17 @@ fn on_cluster(db: &common::TestDb, cluster: &RedisCluster) -> ServerConfig {
         .with_env("PITBOSS__REDIS__CLUSTER_NODES", &cluster.nodes_csv())
         .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
         .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "5000")
+}
+
+/// Leases of `tables` as the renew and release take them, at fence 1.
+fn held_at_fence_1(tables: &[TableId]) -> Vec<HeldLease> {
+    tables
+        .iter()
+        .map(|t| HeldLease {
+            table: t.clone(),
+            fence: Fence(1),
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -215,9 +228,6 @@ async fn a_killed_cluster_master_pauses_only_its_tables_and_they_resume_when_it_
 
 #[tokio::test]
 async fn a_renew_of_a_thousand_leases_on_a_cluster_answers_each_table_in_its_place() {
-    use pitboss::lease::{HeldLease, LeaseClient, RenewOutcome};
-    use pitboss::types::{Fence, TableId};
-
     let cluster = RedisCluster::start(3).await;
     let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
     let env = unique_env();
@@ -231,8 +241,9 @@ async fn a_renew_of_a_thousand_leases_on_a_cluster_answers_each_table_in_its_pla
         .get_async_connection()
         .await
         .expect("cluster connection");
-    // More tables than a cluster round keeps in flight at once, so the
-    // replies of several windows must each land in their table's place.
+    // A thousand tables over three masters: each node's pipeline carries
+    // tables scattered through the caller's order, and each reply must
+    // land in its table's place.
     let tables: Vec<TableId> = (0..1000).map(|_| TableId::generate()).collect();
     for t in &tables {
         assert_eq!(lease.acquire(t, Fence(0)).await.expect("acquire"), Fence(1));
@@ -261,13 +272,7 @@ async fn a_renew_of_a_thousand_leases_on_a_cluster_answers_each_table_in_its_pla
             _ => RenewOutcome::Renewed,
         });
     }
-    let held: Vec<HeldLease> = tables
-        .iter()
-        .map(|t| HeldLease {
-            table: t.clone(),
-            fence: Fence(1),
-        })
-        .collect();
+    let held = held_at_fence_1(&tables);
     let outcomes = lease.renew_all(&held).await.expect("renew_all");
     assert_eq!(outcomes.len(), want.len());
     for (i, (got, want)) in outcomes.iter().zip(&want).enumerate() {
@@ -278,9 +283,6 @@ async fn a_renew_of_a_thousand_leases_on_a_cluster_answers_each_table_in_its_pla
 #[tokio::test]
 async fn a_renew_after_a_table_s_slot_moved_to_another_master_still_renews_it() {
     use common::redis_conn;
-    use pitboss::lease::{HeldLease, LeaseClient, RenewOutcome};
-    use pitboss::types::{Fence, TableId};
-
     let cluster = RedisCluster::start(3).await;
     let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
     let env = unique_env();
@@ -298,13 +300,7 @@ async fn a_renew_after_a_table_s_slot_moved_to_another_master_still_renews_it() 
     for t in &tables {
         lease.acquire(t, Fence(0)).await.expect("acquire");
     }
-    let held: Vec<HeldLease> = tables
-        .iter()
-        .map(|t| HeldLease {
-            table: t.clone(),
-            fence: Fence(1),
-        })
-        .collect();
+    let held = held_at_fence_1(&tables);
     // The first renew reads the slot map and keeps it.
     let all_renewed = vec![RenewOutcome::Renewed; tables.len()];
     assert_eq!(lease.renew_all(&held).await.expect("renew"), all_renewed);

@@ -361,6 +361,26 @@ impl Table {
         if self.phase != Phase::Open || !self.game.can_start_hand() {
             return;
         }
+        // The hand is prepared on a copy first, so that the lease check
+        // below is the last step before it exists anywhere: a process
+        // stopped (SIGSTOP) or descheduled between the check and the deal
+        // has as little room as possible to deal on a lease it has lost.
+        let deck = crate::game::shuffled_deck(&mut rand::thread_rng());
+        let mut next = self.game.clone();
+        let events =
+            match catch_unwind(AssertUnwindSafe(|| next.apply(Command::StartHand { deck }))) {
+                Ok(Ok(events)) => events,
+                Ok(Err(e)) => {
+                    error!(error = %e, "the rules refused to deal; freezing the table");
+                    self.freeze(FreezeReason::InternalError, ctx);
+                    return;
+                }
+                Err(_) => {
+                    error!("game logic panicked; freezing the table");
+                    self.freeze(FreezeReason::InternalError, ctx);
+                    return;
+                }
+            };
         // I1: never deal on a lease this process cannot prove it holds, nor
         // while others might already consider this process gone.
         let now = Instant::now();
@@ -372,18 +392,16 @@ impl Table {
             self.check_lease(ctx);
             return;
         }
-        let deck = crate::game::shuffled_deck(&mut rand::thread_rng());
-        if let Some(events) = self.apply_internal(Command::StartHand { deck }, ctx) {
-            self.refresh_span();
-            let _g = self.span.clone().entered();
-            info!(
-                event = "hand_dealt",
-                hand = self.game.hand_no(),
-                dealt_fence = self.fence.0,
-                "hand dealt"
-            );
-            self.advance(events, ctx);
-        }
+        self.game = next;
+        self.refresh_span();
+        let _g = self.span.clone().entered();
+        info!(
+            event = "hand_dealt",
+            hand = self.game.hand_no(),
+            dealt_fence = self.fence.0,
+            "hand dealt"
+        );
+        self.advance(events, ctx);
     }
 
     /// Abandons the hand in progress: stacks go back to the last boundary,
