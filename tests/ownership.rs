@@ -384,7 +384,6 @@ async fn the_revive_scan_does_not_look_at_tables_that_are_hosted_but_finds_a_kil
 
 #[tokio::test]
 async fn a_beat_that_lands_after_the_process_said_it_was_gone_does_not_bring_it_back() {
-    use pitboss::game::{Chips, TableConfig};
     use pitboss::types::{Fence, TableId};
 
     let db = test_db().await;
@@ -393,16 +392,8 @@ async fn a_beat_that_lands_after_the_process_said_it_was_gone_does_not_bring_it_
         .await
         .with_owner_timeout(Duration::from_secs(60));
     let t = TableId::generate();
-    let config = TableConfig {
-        small_blind: Chips(1),
-        big_blind: Chips(2),
-        ante: Chips(0),
-        seats: 6,
-        min_buy_in: Chips(40),
-        max_buy_in: Chips(200),
-    };
     store
-        .create_table("test", &t, &config)
+        .create_table("test", &t, &common::rules_config())
         .await
         .expect("create");
     store

@@ -22,14 +22,7 @@ async fn fresh_store() -> (common::TestDb, Store) {
 }
 
 fn config() -> TableConfig {
-    TableConfig {
-        small_blind: Chips(1),
-        big_blind: Chips(2),
-        ante: Chips(0),
-        seats: 6,
-        min_buy_in: Chips(40),
-        max_buy_in: Chips(200),
-    }
+    common::rules_config()
 }
 
 /// A table created and stamped with fence 1 by `inst-a`, nobody seated.

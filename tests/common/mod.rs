@@ -42,7 +42,7 @@ mod ws;
 pub use self::{
     cluster::RedisCluster,
     db::{admin_pg_url, test_db, with_database, TestDb},
-    http::table_config,
+    http::{rules_config, table_config},
     process::strip_ansi,
     redis::{
         clear_env_keys, fence_key, lease_key, redis_answers, redis_conn, shared_redis_url,
