@@ -125,6 +125,7 @@ impl PrivateRedis {
                 output: Output::default(),
                 extra: extra.iter().map(|a| a.to_string()).collect(),
             };
+            redis.forget_cluster_config();
             if redis.spawn_and_wait(Duration::from_secs(10)).await {
                 return redis;
             }
@@ -241,6 +242,22 @@ impl PrivateRedis {
         }
         self.kill().await;
         false
+    }
+
+    /// A fresh node must not load the cluster config an earlier server on
+    /// the same port left in the shared directory (it would know another
+    /// cluster's nodes); a restart keeps it to rejoin with its slots.
+    fn forget_cluster_config(&self) {
+        let port = self.port.to_string();
+        let mut args = self.extra.iter();
+        while let Some(arg) = args.next() {
+            if arg == "--cluster-config-file" {
+                if let Some(file) = args.next() {
+                    let path = std::env::temp_dir().join(file.replace("{port}", &port));
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
     }
 
     fn command(&self) -> Command {
