@@ -436,6 +436,10 @@ impl LeaseClient {
         format!("fence:table:{}:{{{}}}", self.env, table)
     }
 
+    fn keys_of(&self, leases: &[HeldLease]) -> Vec<String> {
+        leases.iter().map(|l| self.lease_key(&l.table)).collect()
+    }
+
     fn value(&self, fence: Fence) -> String {
         format!("{}|{}", self.owner, fence.0)
     }
@@ -534,24 +538,24 @@ impl LeaseClient {
     /// Sends one command per table, added by `add`, in one round trip and
     /// answers each table's reply in order. To a single server: one
     /// pipeline, all or nothing. On a cluster: one pipeline per node (see
-    /// `per_node`), and a node that fails fails only its own tables. `key`
-    /// is table `i`'s lease key (its slot). Script calls go by SHA; a
+    /// `per_node`), and a node that fails fails only its own tables. `add`
+    /// adds table `i`'s command, given its lease key (which names its slot). Script calls go by SHA; a
     /// server that lost its script cache gets the script and the round
     /// again.
     async fn per_table<T: redis::FromRedisValue + Send + 'static>(
         &self,
         script: Option<&'static Script>,
-        n: usize,
-        key: impl Fn(usize) -> String,
-        add: impl Fn(&mut Pipeline, usize),
+        keys: Vec<String>,
+        add: impl Fn(&mut Pipeline, usize, &str),
     ) -> Result<Vec<Result<T, LeaseError>>, LeaseError> {
+        let n = keys.len();
         if n == 0 {
             return Ok(Vec::new());
         }
         if !self.is_cluster() {
             let mut pipe = redis::pipe();
-            for i in 0..n {
-                add(&mut pipe, i);
+            for (i, key) in keys.iter().enumerate() {
+                add(&mut pipe, i, key);
             }
             let all: Vec<T> = match script {
                 Some(script) => self.run_scripts(script, pipe).await?,
@@ -568,7 +572,7 @@ impl LeaseClient {
             }
             return Ok(all.into_iter().map(Ok).collect());
         }
-        let mut replies = self.per_node(n, &key, &add).await;
+        let mut replies = self.per_node(&keys, &add).await;
         let lost_scripts = replies.iter().any(
             |r| matches!(r, Err(LeaseError::Redis(e)) if e.kind() == ErrorKind::NoScriptError),
         );
@@ -576,7 +580,7 @@ impl LeaseClient {
             // SCRIPT LOAD goes to every node of the cluster.
             self.run(move |mut c| Box::pin(async move { script.load_async(&mut c).await }))
                 .await?;
-            replies = self.per_node(n, &key, &add).await;
+            replies = self.per_node(&keys, &add).await;
         }
         Ok(replies)
     }
@@ -590,17 +594,17 @@ impl LeaseClient {
     /// next time.
     async fn per_node<T: redis::FromRedisValue + Send + 'static>(
         &self,
-        n: usize,
-        key: &impl Fn(usize) -> String,
-        add: &impl Fn(&mut Pipeline, usize),
+        keys: &[String],
+        add: &impl Fn(&mut Pipeline, usize, &str),
     ) -> Vec<Result<T, LeaseError>> {
+        let n = keys.len();
         let mut out: Vec<Option<Result<T, LeaseError>>> = (0..n).map(|_| None).collect();
         let mut again: Vec<usize> = Vec::new();
         match (&self.conn, self.slot_map().await) {
             (Conn::Cluster(conn), Some(map)) => {
                 let mut groups: HashMap<slots::Node, Vec<usize>> = HashMap::new();
-                for i in 0..n {
-                    match map.node_of(slots::key_slot(&key(i))) {
+                for (i, key) in keys.iter().enumerate() {
+                    match map.node_of(slots::key_slot(key)) {
                         Some(node) => groups.entry(node.clone()).or_default().push(i),
                         None => again.push(i),
                     }
@@ -609,7 +613,7 @@ impl LeaseClient {
                 let calls = groups.into_iter().map(|(node, tables)| {
                     let mut pipe = redis::pipe();
                     for &i in &tables {
-                        add(&mut pipe, i);
+                        add(&mut pipe, i, &keys[i]);
                     }
                     let mut conn = conn.clone();
                     async move {
@@ -648,7 +652,7 @@ impl LeaseClient {
                 .iter()
                 .map(|&i| {
                     let mut p = redis::pipe();
-                    add(&mut p, i);
+                    add(&mut p, i, &keys[i]);
                     p
                 })
                 .collect();
@@ -723,17 +727,11 @@ impl LeaseClient {
             return self.renew_on_one_server(leases).await;
         }
         let replies: Vec<Result<i64, LeaseError>> = self
-            .per_table(
-                Some(&RENEW),
-                leases.len(),
-                |i| self.lease_key(&leases[i].table),
-                |pipe, i| {
-                    let l = &leases[i];
-                    evalsha(&RENEW, pipe, &self.lease_key(&l.table))
-                        .arg(self.value(l.fence))
-                        .arg(self.ttl_ms());
-                },
-            )
+            .per_table(Some(&RENEW), self.keys_of(leases), |pipe, i, key| {
+                evalsha(&RENEW, pipe, key)
+                    .arg(self.value(leases[i].fence))
+                    .arg(self.ttl_ms());
+            })
             .await?;
         answered(replies)?
             .into_iter()
@@ -786,15 +784,9 @@ impl LeaseClient {
     /// TTL.
     pub async fn release_all(&self, leases: &[HeldLease]) -> Result<usize, LeaseError> {
         let replies: Vec<Result<i64, LeaseError>> = self
-            .per_table(
-                Some(&RELEASE),
-                leases.len(),
-                |i| self.lease_key(&leases[i].table),
-                |pipe, i| {
-                    let l = &leases[i];
-                    evalsha(&RELEASE, pipe, &self.lease_key(&l.table)).arg(self.value(l.fence));
-                },
-            )
+            .per_table(Some(&RELEASE), self.keys_of(leases), |pipe, i, key| {
+                evalsha(&RELEASE, pipe, key).arg(self.value(leases[i].fence));
+            })
             .await?;
         Ok(answered(replies)?
             .into_iter()
@@ -812,10 +804,9 @@ impl LeaseClient {
         let values: Vec<Result<Option<String>, LeaseError>> = self
             .per_table(
                 None,
-                tables.len(),
-                |i| self.lease_key(&tables[i]),
-                |pipe, i| {
-                    pipe.cmd("GET").arg(self.lease_key(&tables[i]));
+                tables.iter().map(|t| self.lease_key(t)).collect(),
+                |pipe, _, key| {
+                    pipe.cmd("GET").arg(key);
                 },
             )
             .await?;
@@ -874,8 +865,8 @@ fn evalsha<'p>(script: &Script, pipe: &'p mut Pipeline, key: &str) -> &'p mut Pi
     pipe.cmd("EVALSHA").arg(script.get_hash()).arg(1).arg(key)
 }
 
-/// A poisoned lock still guards a usable value here (a slot map is
-/// replaced whole, never half-written).
+/// A poisoned lock still guards a usable value here: a slot map or a
+/// deadline is replaced whole, never left half-written by a panic.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -967,9 +958,7 @@ impl LeaseClock {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
-        // The guarded value is a plain instant: a panic elsewhere cannot
-        // leave it half-written, so a poisoned lock is still usable.
-        self.deadline.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.deadline)
     }
 }
 
