@@ -212,7 +212,7 @@ impl Handler<DrainAll> for TableManager {
 
     fn handle(&mut self, msg: DrainAll, ctx: &mut Self::Context) -> Self::Result {
         let (tx, rx) = oneshot::channel();
-        let drain = self.drain.get_or_insert_with(DrainState::new);
+        let drain = self.drain.get_or_insert_with(DrainState::default);
         if drain.complete {
             let _ = tx.send(());
         } else {

@@ -73,6 +73,7 @@ pub struct TableManager {
     moving: HashMap<TableId, Vec<oneshot::Sender<Result<(), HostError>>>>,
 }
 
+#[derive(Default)]
 struct DrainState {
     /// Leases of drained tables not yet handed back. They go back as the
     /// tables stop, a batch per round trip, so the next instance can take
@@ -85,19 +86,6 @@ struct DrainState {
     handed_back: usize,
     still_ours: usize,
     complete: bool,
-}
-
-impl DrainState {
-    fn new() -> DrainState {
-        DrainState {
-            released: Vec::new(),
-            done: Vec::new(),
-            releasing: false,
-            handed_back: 0,
-            still_ours: 0,
-            complete: false,
-        }
-    }
 }
 
 impl TableManager {
