@@ -80,14 +80,12 @@ impl Handler<Sit> for Table {
         if let Err(e) = self.refuse_unless_open() {
             return refuse(e);
         }
+        // A buy-in in flight holds its seat and its player.
         if self.buying_in.contains_key(&msg.seat) {
-            return refuse(ClientError::new("seat_taken", "that seat is taken"));
+            return refuse(seat_taken());
         }
         if self.buying_in.values().any(|p| *p == msg.player) {
-            return refuse(ClientError::new(
-                "already_seated",
-                "already seated at this table",
-            ));
+            return refuse(already_seated());
         }
         let cmd = Command::Sit {
             seat: msg.seat,
@@ -151,38 +149,49 @@ impl Table {
                     }
                 }
             }
-            Err(e) => Err(match e {
-                StoreError::InsufficientFunds => {
-                    ClientError::new("insufficient_funds", "wallet balance is too low")
-                }
-                StoreError::SeatTaken => ClientError::new("seat_taken", "that seat is taken"),
-                StoreError::AlreadySeated => {
-                    ClientError::new("already_seated", "already seated at this table")
-                }
-                StoreError::WrongState(_) => {
-                    ClientError::new("table_frozen", "the table is not open")
-                }
-                // Nothing was seated: the player may try again.
-                other if other.is_transient() => ClientError::new(
-                    "unavailable",
-                    "the buy-in could not be recorded right now; try again",
-                ),
-                // The table moved to a new fence of its own (a re-assert)
-                // while the buy-in carried the old one: nothing was
-                // recorded, and nobody else owns the table.
-                StoreError::StaleOwnerBoundaryWrite { .. } if self.fence != fence => {
-                    ClientError::new(
-                        "unavailable",
-                        "the buy-in could not be recorded right now; try again",
-                    )
-                }
-                other => {
-                    self.on_write_error(other, ctx);
-                    ClientError::new("table_frozen", "the table could not record the buy-in")
-                }
-            }),
+            // The table moved to a new fence of its own (a re-assert) while
+            // the buy-in carried the old one: nothing was recorded, and
+            // nobody else owns the table, so the player may try again.
+            Err(StoreError::StaleOwnerBoundaryWrite { .. }) if self.fence != fence => {
+                Err(try_buying_in_again())
+            }
+            Err(e) => Err(sit_refusal(&e).unwrap_or_else(|| {
+                self.on_write_error(e, ctx);
+                ClientError::new("table_frozen", "the table could not record the buy-in")
+            })),
         }
     }
+}
+
+fn seat_taken() -> ClientError {
+    ClientError::new("seat_taken", "that seat is taken")
+}
+
+fn already_seated() -> ClientError {
+    ClientError::new("already_seated", "already seated at this table")
+}
+
+fn try_buying_in_again() -> ClientError {
+    ClientError::new(
+        "unavailable",
+        "the buy-in could not be recorded right now; try again",
+    )
+}
+
+/// What a sit is told when Postgres refused its buy-in and recorded
+/// nothing; `None` for a failure the table itself must answer (a newer
+/// owner's fence, a broken invariant).
+fn sit_refusal(e: &StoreError) -> Option<ClientError> {
+    Some(match e {
+        StoreError::InsufficientFunds => {
+            ClientError::new("insufficient_funds", "wallet balance is too low")
+        }
+        StoreError::SeatTaken => seat_taken(),
+        StoreError::AlreadySeated => already_seated(),
+        StoreError::WrongState(_) => ClientError::new("table_frozen", "the table is not open"),
+        other if other.is_transient() => try_buying_in_again(),
+        _ => return None,
+    })
 }
 
 #[derive(Message)]
