@@ -255,14 +255,14 @@ pub(crate) async fn wait_hosted(http: &str, n: usize, poll: Duration) -> anyhow:
     Ok(t0.elapsed())
 }
 
-/// The upper bound of the bucket holding quantile `q` of the histogram
-/// `name` (summed over its labels), from the instance's `/metrics`; `None`
-/// while it holds no sample.
-pub(crate) async fn histogram_quantile(
+/// The upper bounds of the buckets holding each of the quantiles `qs` of
+/// the histogram `name` (summed over its labels), from one read of the
+/// instance's `/metrics`; `None` for each while it holds no sample.
+pub(crate) async fn histogram_quantiles(
     http: &str,
     name: &str,
-    q: f64,
-) -> anyhow::Result<Option<f64>> {
+    qs: &[f64],
+) -> anyhow::Result<Vec<Option<f64>>> {
     let text = reqwest::get(format!("{http}/metrics"))
         .await?
         .text()
@@ -292,14 +292,14 @@ pub(crate) async fn histogram_quantile(
         }
     }
     buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let Some(&(_, total)) = buckets.last() else {
-        return Ok(None);
-    };
-    if total == 0.0 {
-        return Ok(None);
-    }
-    Ok(buckets
+    let total = buckets.last().map_or(0.0, |&(_, c)| c);
+    Ok(qs
         .iter()
-        .find(|(_, c)| *c >= q * total)
-        .map(|&(le, _)| le))
+        .map(|q| {
+            buckets
+                .iter()
+                .find(|(_, c)| total > 0.0 && *c >= q * total)
+                .map(|&(le, _)| le)
+        })
+        .collect())
 }

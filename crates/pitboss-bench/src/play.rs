@@ -23,7 +23,7 @@ use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::instance::{
-    clock_ticks, histogram_quantile, start_pitboss, usage, Database, ADMIN_TOKEN, SECRET,
+    clock_ticks, histogram_quantiles, start_pitboss, usage, Database, ADMIN_TOKEN, SECRET,
 };
 
 const ACTION_HISTOGRAM: &str = "pitboss_action_to_broadcast_seconds";
@@ -281,12 +281,11 @@ async fn one_count(
     let cpu = usage(pid, ticks)?.cpu - cpu0;
     // The server's own view: from the session reading the act to the table
     // having queued its frames (bucket bounds of its histogram).
-    let mut server = [f64::NAN; 3];
-    for (slot, q) in server.iter_mut().zip([0.5, 0.99, 0.999]) {
-        if let Some(le) = histogram_quantile(&inst.http, ACTION_HISTOGRAM, q).await? {
-            *slot = le * 1000.0;
-        }
-    }
+    let server: Vec<f64> = histogram_quantiles(&inst.http, ACTION_HISTOGRAM, &[0.5, 0.99, 0.999])
+        .await?
+        .into_iter()
+        .map(|le| le.map_or(f64::NAN, |s| s * 1000.0))
+        .collect();
     let _ = stop_tx.send(true);
     let mut rtts = baseline.await??;
     let text = String::from_utf8_lossy(&out.stdout);
