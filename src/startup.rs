@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use actix_web::dev::Server;
-use actix_web::{web, App, HttpServer};
+use actix_web::{web, App};
 use anyhow::Context as _;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use secrecy::ExposeSecret;
@@ -440,25 +440,8 @@ impl Application {
             last_renew_ok_ms,
             peers: reqwest::Client::new(),
         });
-        let mut server = HttpServer::new(move || {
-            App::new()
-                .app_data(state.clone())
-                .app_data(crate::http::query_config())
-                .app_data(crate::http::payload_config())
-                .wrap(crate::http::oversized_body_errors())
-                .configure(routes)
-                .configure(crate::ws::routes)
-        })
-        .disable_signals()
-        // Game frames are small and latency-bound: no Nagle delay.
-        .tcp_nodelay(true)
-        .shutdown_timeout(2);
-        for listener in listeners {
-            server = server
-                .listen(listener)
-                .with_context(|| format!("could not listen on {addr}"))?;
-        }
-        let server = server.run();
+        let server =
+            serve_http(listeners, state).with_context(|| format!("could not listen on {addr}"))?;
         info!(
             addr = %addr,
             instance = rt.instance_id(),
@@ -472,4 +455,49 @@ impl Application {
             manager,
         })
     }
+}
+
+/// The HTTP server: actix-web's app on actix-http, with WebSocket upgrades
+/// taken off actix-http's dispatcher (`crate::ws::upgrade`), so an open
+/// connection keeps no HTTP buffers. Otherwise configured as actix-web's
+/// `HttpServer` would be: one worker per core, 5 s to read a request and
+/// keep-alive, idle keep-alive connections closed when a graceful stop
+/// begins, and 2 s for requests still in flight at the stop.
+fn serve_http(listeners: Vec<TcpListener>, state: web::Data<AppState>) -> std::io::Result<Server> {
+    let app = move || {
+        let app = App::new()
+            .app_data(state.clone())
+            .app_data(crate::http::query_config())
+            .app_data(crate::http::payload_config())
+            .wrap(crate::http::oversized_body_errors())
+            .configure(routes)
+            .configure(crate::ws::routes);
+        actix_service::map_config(app, |()| actix_web::dev::AppConfig::default())
+    };
+    let mut server = actix_server::Server::build()
+        .disable_signals()
+        .shutdown_timeout(2);
+    for listener in listeners {
+        let addr = listener.local_addr()?;
+        let stopping = server.graceful_shutdown_signal();
+        let app = app.clone();
+        server = server.listen(format!("pitboss-http-{addr}"), listener, move || {
+            let stopping = stopping.clone();
+            actix_http::HttpService::build()
+                .client_request_timeout(Duration::from_secs(5))
+                .client_disconnect_timeout(Duration::from_secs(1))
+                .h1_allow_half_closed(true)
+                // Game frames are small and latency-bound: no Nagle delay.
+                .tcp_nodelay(true)
+                .local_addr(addr)
+                .graceful_shutdown_signal(move || {
+                    let stopping = stopping.clone();
+                    async move { stopping.notified().await }
+                })
+                .upgrade(crate::ws::upgrade::service(app.clone()))
+                .finish(app())
+                .tcp()
+        })?;
+    }
+    Ok(server.run())
 }

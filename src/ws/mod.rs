@@ -4,6 +4,8 @@
 
 pub mod relay;
 pub mod session;
+mod socket;
+pub mod upgrade;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
@@ -23,7 +25,6 @@ struct WsQuery {
 
 pub async fn connect(
     req: HttpRequest,
-    stream: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     // Read here rather than by the `Query` extractor: a query string that
@@ -42,12 +43,13 @@ pub async fn connect(
     if state.rt.is_draining() {
         return Err(ApiError::draining());
     }
-    let session =
-        session::WsSession::new(PlayerId(player), state.rt.clone(), state.manager.clone());
-    actix_web_actors::ws::WsResponseBuilder::new(session, &req, stream)
-        .frame_size(state.rt.settings.ws.max_frame_bytes)
-        .start()
-        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))
+    let who = session::Admitted {
+        player: PlayerId(player),
+        rt: state.rt.clone(),
+        manager: state.manager.clone(),
+        relayed: false,
+    };
+    upgrade::accept(&req, move |io, leftover| who.start(io, leftover))
 }
 
 /// A relay credential (see [`crate::auth::RelayClaim`]): the relaying
@@ -82,7 +84,6 @@ fn relay_credential(query: &str) -> Result<(String, String, i64, String), &'stat
 /// this instance and recent.
 pub async fn relay_connect(
     req: HttpRequest,
-    stream: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let (player, from, at_ms, sig) = relay_credential(req.query_string()).map_err(|why| {
@@ -107,10 +108,11 @@ pub async fn relay_connect(
     if rt.is_draining() {
         return Err(ApiError::draining());
     }
-    let session =
-        session::WsSession::new(PlayerId(player), rt.clone(), state.manager.clone()).relayed();
-    actix_web_actors::ws::WsResponseBuilder::new(session, &req, stream)
-        .frame_size(rt.settings.ws.max_frame_bytes)
-        .start()
-        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))
+    let who = session::Admitted {
+        player: PlayerId(player),
+        rt: rt.clone(),
+        manager: state.manager.clone(),
+        relayed: true,
+    };
+    upgrade::accept(&req, move |io, leftover| who.start(io, leftover))
 }

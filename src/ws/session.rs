@@ -4,13 +4,14 @@
 //! table to its new owner when it changes.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use actix_http::ws::Item as Fragment;
-use actix_web_actors::ws;
+use actix_http::ws::{CloseCode, CloseReason, Frame, Item as Fragment, ProtocolError};
+use tokio::net::TcpStream;
 use tracing::debug;
 
 use crate::actors::table::{
@@ -23,6 +24,7 @@ use crate::protocol::{self, ClientError, ClientFrame, ServerFrame};
 use crate::runtime::Runtime;
 use crate::types::TableId;
 use crate::ws::relay::{self, Ending, RelayEnded, RelayStart, Upstream};
+use crate::ws::socket::{self, WriteError, Writer};
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
@@ -128,11 +130,36 @@ pub struct WsSession {
     /// A message arriving in fragments (continuation frames): whether it is
     /// text, and its bytes so far.
     fragments: Option<(bool, Vec<u8>)>,
+    writer: Writer,
+}
+
+/// Who a connection plays for, known before its upgrade is answered; it
+/// becomes a session once the socket is handed over.
+pub struct Admitted {
+    pub player: PlayerId,
+    pub rt: Arc<Runtime>,
+    pub manager: Addr<TableManager>,
+    /// Another instance's relay for one player (`/ws/relay`).
+    pub relayed: bool,
+}
+
+impl Admitted {
+    /// Runs the session on the upgraded socket. `leftover` is what the
+    /// client sent after its upgrade request.
+    pub fn start(self, io: TcpStream, leftover: &[u8]) {
+        let io = Rc::new(io);
+        let frames = socket::frames(io.clone(), leftover, self.rt.settings.ws.max_frame_bytes);
+        let session = WsSession::new(self, io);
+        WsSession::create(move |ctx| {
+            ctx.add_stream(frames);
+            session
+        });
+    }
 }
 
 impl WsSession {
-    pub fn new(player: PlayerId, rt: Arc<Runtime>, manager: Addr<TableManager>) -> WsSession {
-        let ws = &rt.settings.ws;
+    fn new(who: Admitted, io: Rc<TcpStream>) -> WsSession {
+        let ws = &who.rt.settings.ws;
         let rate = RateLimit {
             tokens: f64::from(ws.rate_burst),
             last: Instant::now(),
@@ -140,25 +167,21 @@ impl WsSession {
             burst: f64::from(ws.rate_burst),
             strikes: 0,
         };
+        let backlog = Arc::new(Backlog::default());
         WsSession {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
-            player,
-            rt,
-            manager,
+            player: who.player,
+            rt: who.rt,
+            manager: who.manager,
             tables: HashMap::new(),
-            relayed: false,
+            relayed: who.relayed,
             generation: 0,
             last_heard: Instant::now(),
             rate,
-            backlog: Arc::new(Backlog::default()),
+            writer: Writer::new(io, backlog.clone()),
+            backlog,
             fragments: None,
         }
-    }
-
-    /// The session behind `/ws/relay`: another instance plays for `player`.
-    pub fn relayed(mut self) -> WsSession {
-        self.relayed = true;
-        self
     }
 
     /// Whether any table this connection watches is hosted here (a drain
@@ -170,10 +193,10 @@ impl WsSession {
     /// A table leaves this connection while the process drains (or at any
     /// time, for a subscription that ended): the connection closes once it
     /// watches nothing hosted here, as a drain requires.
-    fn forget_table(&mut self, table: &TableId, ctx: &mut ws::WebsocketContext<Self>) {
+    fn forget_table(&mut self, table: &TableId, ctx: &mut Context<Self>) {
         self.tables.remove(table);
         if self.rt.is_draining() && !self.has_local_tables() {
-            Self::close_for_shutdown(ctx);
+            self.close_for_shutdown(ctx);
         }
     }
 
@@ -189,38 +212,52 @@ impl WsSession {
 
     /// Sends a frame of the session's own (pong, error); table frames come
     /// through `Outbound`, accounted in the backlog.
-    fn send_text(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
+    fn send_text(&mut self, text: &str, ctx: &mut Context<Self>) {
         metrics::counter!(instruments::WS_FRAMES_OUT).increment(1);
-        ctx.text(text.to_owned());
+        let sent = self.writer.text(text, 0, self.queue_cap());
+        self.after_write(sent, ctx);
     }
 
-    fn reject(
-        &mut self,
-        ctx: &mut ws::WebsocketContext<Self>,
-        table: Option<&TableId>,
-        e: &ClientError,
-    ) {
+    /// Bytes queued for a client that does not read before it is dropped.
+    fn queue_cap(&self) -> u64 {
+        self.rt.settings.ws.outbound_queue_bytes
+    }
+
+    /// A write failed: the client is gone, or it reads too slowly to keep.
+    fn after_write(&mut self, sent: Result<(), WriteError>, ctx: &mut Context<Self>) {
+        match sent {
+            Ok(()) => {}
+            Err(WriteError::Broken) => ctx.stop(),
+            Err(WriteError::TooSlow) => {
+                metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
+                tracing::warn!(player = %self.player.0, "client too slow to read; closing");
+                self.close_with(ctx, CloseCode::Policy, "too_slow");
+            }
+        }
+    }
+
+    fn reject(&mut self, ctx: &mut Context<Self>, table: Option<&TableId>, e: &ClientError) {
         metrics::counter!(instruments::WS_FRAMES_REJECTED, "code" => e.code).increment(1);
         self.send_text(&e.to_frame(table), ctx);
     }
 
     /// Closes the connection with a code and a machine-readable reason.
-    fn close_with(ctx: &mut ws::WebsocketContext<Self>, code: ws::CloseCode, reason: &str) {
-        ctx.close(Some(ws::CloseReason {
+    fn close_with(&self, ctx: &mut Context<Self>, code: CloseCode, reason: &str) {
+        self.writer.close(Some(CloseReason {
             code,
             description: Some(reason.into()),
         }));
         ctx.stop();
     }
 
-    fn close_for_shutdown(ctx: &mut ws::WebsocketContext<Self>) {
-        Self::close_with(ctx, ws::CloseCode::Restart, "server_shutdown");
+    fn close_for_shutdown(&self, ctx: &mut Context<Self>) {
+        self.close_with(ctx, CloseCode::Restart, "server_shutdown");
     }
 
     /// Every inbound message (text, binary, ping, a reassembled fragmented
     /// one) spends from the rate limit; past it the client gets
     /// `rate_limited`, and after too many strikes the connection closes.
-    fn admit(&mut self, ctx: &mut ws::WebsocketContext<Self>) -> bool {
+    fn admit(&mut self, ctx: &mut Context<Self>) -> bool {
         metrics::counter!(instruments::WS_FRAMES_IN).increment(1);
         if self.rate.allow(Instant::now()) {
             return true;
@@ -228,7 +265,7 @@ impl WsSession {
         if self.rate.strikes > self.rt.settings.ws.rate_strikes {
             metrics::counter!(instruments::WS_FRAMES_REJECTED, "code" => "rate_limited")
                 .increment(1);
-            Self::close_with(ctx, ws::CloseCode::Policy, "rate_limited");
+            self.close_with(ctx, CloseCode::Policy, "rate_limited");
         } else {
             self.reject(
                 ctx,
@@ -239,7 +276,7 @@ impl WsSession {
         false
     }
 
-    fn on_frame(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
+    fn on_frame(&mut self, text: &str, ctx: &mut Context<Self>) {
         let frame = match protocol::parse(text) {
             Ok(f) => f,
             Err(e) => return self.reject(ctx, None, &e),
@@ -259,7 +296,7 @@ impl WsSession {
         table: TableId,
         since: Option<u64>,
         search: Option<Search>,
-        ctx: &mut ws::WebsocketContext<Self>,
+        ctx: &mut Context<Self>,
     ) {
         let manager = self.manager.clone();
         let msg_table = table.clone();
@@ -333,7 +370,7 @@ impl WsSession {
         owner: String,
         since: Option<u64>,
         search: Option<Search>,
-        ctx: &mut ws::WebsocketContext<Self>,
+        ctx: &mut Context<Self>,
     ) {
         self.generation += 1;
         let up = relay::start(RelayStart {
@@ -364,7 +401,7 @@ impl WsSession {
         table: TableId,
         since: Option<u64>,
         search: Search,
-        ctx: &mut ws::WebsocketContext<Self>,
+        ctx: &mut Context<Self>,
     ) {
         self.tables.insert(table.clone(), Route::Searching);
         ctx.run_later(search.delay(), move |act, ctx| {
@@ -375,7 +412,7 @@ impl WsSession {
         });
     }
 
-    fn forward(&mut self, frame: ClientFrame, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
+    fn forward(&mut self, frame: ClientFrame, text: &str, ctx: &mut Context<Self>) {
         let Some(table) = frame.table().cloned() else {
             return;
         };
@@ -442,7 +479,7 @@ impl WsSession {
 }
 
 impl WsSession {
-    fn reject_binary(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+    fn reject_binary(&mut self, ctx: &mut Context<Self>) {
         self.reject(
             ctx,
             None,
@@ -452,7 +489,7 @@ impl WsSession {
 
     /// Puts a fragmented message back together, within the same size limit
     /// as a single frame, and handles it like one.
-    fn on_fragment(&mut self, item: Fragment, ctx: &mut ws::WebsocketContext<Self>) {
+    fn on_fragment(&mut self, item: Fragment, ctx: &mut Context<Self>) {
         let limit = self.rt.settings.ws.max_frame_bytes;
         let (first, chunk, last) = match item {
             Fragment::FirstText(b) => (Some(true), b, false),
@@ -464,14 +501,14 @@ impl WsSession {
             (Some(text), None) => self.fragments = Some((text, chunk.to_vec())),
             (None, Some((_, buf))) => buf.extend_from_slice(&chunk),
             // Out of order; the codec refuses this before it gets here.
-            _ => return Self::close_with(ctx, ws::CloseCode::Protocol, "bad_fragments"),
+            _ => return self.close_with(ctx, CloseCode::Protocol, "bad_fragments"),
         }
         if self
             .fragments
             .as_ref()
             .is_some_and(|(_, b)| b.len() > limit)
         {
-            return Self::close_with(ctx, ws::CloseCode::Size, "frame_too_large");
+            return self.close_with(ctx, CloseCode::Size, "frame_too_large");
         }
         if !last {
             return;
@@ -484,32 +521,20 @@ impl WsSession {
         }
         match (text, String::from_utf8(bytes)) {
             (true, Ok(text)) => self.on_frame(&text, ctx),
-            (true, Err(_)) => Self::close_bad_utf8(ctx),
+            (true, Err(_)) => self.close_bad_utf8(ctx),
             (false, _) => self.reject_binary(ctx),
         }
     }
 
     /// A text message that is not UTF-8, in one frame or in fragments: the
     /// WebSocket protocol's answer is to close with 1007.
-    fn close_bad_utf8(ctx: &mut ws::WebsocketContext<Self>) {
-        Self::close_with(ctx, ws::CloseCode::Invalid, "bad_utf8");
+    fn close_bad_utf8(&self, ctx: &mut Context<Self>) {
+        self.close_with(ctx, CloseCode::Invalid, "bad_utf8");
     }
 }
 
-/// Whether the codec refused a single text frame for not being UTF-8.
-/// actix-web-actors reports that as an `Io` error of kind `Other` that
-/// keeps only the `Utf8Error`'s message, so the message is all there is to
-/// tell it from a failed transport, whose messages never mention UTF-8.
-fn is_invalid_utf8(e: &ws::ProtocolError) -> bool {
-    matches!(
-        e,
-        ws::ProtocolError::Io(io)
-            if io.kind() == std::io::ErrorKind::Other && io.to_string().contains("utf-8")
-    )
-}
-
 impl Actor for WsSession {
-    type Context = ws::WebsocketContext<Self>;
+    type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
         metrics::gauge!(instruments::WS_CONNECTIONS).increment(1.0);
@@ -521,7 +546,8 @@ impl Actor for WsSession {
                 ctx.stop();
                 return;
             }
-            ctx.ping(b"");
+            let sent = act.writer.ping(act.queue_cap());
+            act.after_write(sent, ctx);
         });
         // Idle sessions close as soon as a drain starts; sessions at a table
         // stay until their tables have finished their hands.
@@ -531,13 +557,16 @@ impl Actor for WsSession {
         };
         ctx.spawn(watch.into_actor(self).map(|(), act, ctx| {
             if !act.has_local_tables() {
-                Self::close_for_shutdown(ctx);
+                act.close_for_shutdown(ctx);
             }
         }));
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         metrics::gauge!(instruments::WS_CONNECTIONS).decrement(1.0);
+        // What is queued still goes out (a close frame last), then the
+        // socket closes.
+        self.writer.finish();
         // Relays close with their routes.
         for route in self.tables.values() {
             if let Route::Local(addr) = route {
@@ -553,14 +582,16 @@ impl Handler<Outbound> for WsSession {
     fn handle(&mut self, msg: Outbound, ctx: &mut Self::Context) {
         match msg {
             Outbound::Frame(text) => {
-                self.backlog.delivered(text.len());
                 if self.backlog.is_too_slow() {
                     // A table stopped sending to this client while it lagged;
                     // whatever it sees now would have gaps, so end it.
-                    Self::close_with(ctx, ws::CloseCode::Policy, "too_slow");
+                    self.close_with(ctx, CloseCode::Policy, "too_slow");
                     return;
                 }
-                self.send_text(&text, ctx);
+                // The backlog counts the frame until the kernel takes it.
+                metrics::counter!(instruments::WS_FRAMES_OUT).increment(1);
+                let sent = self.writer.text(&text, text.len(), self.queue_cap());
+                self.after_write(sent, ctx);
             }
             Outbound::Unsubscribed(table) => {
                 self.tables.remove(&table);
@@ -568,13 +599,13 @@ impl Handler<Outbound> for WsSession {
             Outbound::Released(table) if self.relayed => {
                 // The relaying instance finds where the table goes next.
                 self.tables.remove(&table);
-                Self::close_for_shutdown(ctx);
+                self.close_for_shutdown(ctx);
             }
             Outbound::Released(table) => self.forget_table(&table, ctx),
             Outbound::Moved(table) => {
                 if self.relayed {
                     self.tables.remove(&table);
-                    Self::close_with(ctx, ws::CloseCode::Restart, "owner_changed");
+                    self.close_with(ctx, CloseCode::Restart, "owner_changed");
                 } else if self.rt.is_draining() {
                     self.forget_table(&table, ctx);
                 } else {
@@ -632,86 +663,58 @@ impl Handler<RelayEnded> for WsSession {
                 self.tables.remove(&msg.table);
             }
             Ending::Close { code, reason } => {
-                Self::close_with(ctx, ws::CloseCode::from(code), &reason);
+                self.close_with(ctx, CloseCode::from(code), &reason);
             }
         }
     }
 }
 
-impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
-    fn handle(&mut self, msg: Result<ws::Message, ws::ProtocolError>, ctx: &mut Self::Context) {
+impl StreamHandler<Result<Frame, ProtocolError>> for WsSession {
+    fn handle(&mut self, msg: Result<Frame, ProtocolError>, ctx: &mut Self::Context) {
         self.last_heard = Instant::now();
         match msg {
-            Ok(ws::Message::Text(text)) => {
-                if self.admit(ctx) {
-                    self.on_frame(&text, ctx);
+            Ok(Frame::Text(bytes)) => {
+                if !self.admit(ctx) {
+                    return;
+                }
+                // A text message that is not UTF-8: the WebSocket protocol's
+                // answer is to close with 1007.
+                match std::str::from_utf8(&bytes) {
+                    Ok(text) => self.on_frame(text, ctx),
+                    Err(_) => self.close_bad_utf8(ctx),
                 }
             }
-            Ok(ws::Message::Binary(_)) => {
+            Ok(Frame::Binary(_)) => {
                 if self.admit(ctx) {
                     self.reject_binary(ctx);
                 }
             }
-            Ok(ws::Message::Ping(p)) => {
+            Ok(Frame::Ping(p)) => {
                 if self.admit(ctx) {
-                    ctx.pong(&p);
+                    let sent = self.writer.pong(&p, self.queue_cap());
+                    self.after_write(sent, ctx);
                 }
             }
-            Ok(ws::Message::Continuation(item)) => self.on_fragment(item, ctx),
-            Ok(ws::Message::Pong(_)) => {}
-            Ok(ws::Message::Close(reason)) => {
-                ctx.close(reason);
+            Ok(Frame::Continuation(item)) => self.on_fragment(item, ctx),
+            Ok(Frame::Pong(_)) => {}
+            Ok(Frame::Close(reason)) => {
+                // The closing handshake: the client's close is answered with
+                // its own code.
+                self.writer.close(reason);
                 ctx.stop();
             }
-            Ok(ws::Message::Nop) => {}
-            Err(ws::ProtocolError::Overflow) => {
-                Self::close_with(ctx, ws::CloseCode::Size, "frame_too_large");
+            Err(ProtocolError::Overflow) => {
+                self.close_with(ctx, CloseCode::Size, "frame_too_large");
             }
             // The codec checks the order of fragments: a new message before
             // the last one ended, or a continuation of nothing.
-            Err(
-                ws::ProtocolError::ContinuationStarted | ws::ProtocolError::ContinuationNotStarted,
-            ) => {
-                Self::close_with(ctx, ws::CloseCode::Protocol, "bad_fragments");
-            }
-            // Like a fragmented message put back together: it spends from
-            // the rate limit, then closes the connection.
-            Err(e) if is_invalid_utf8(&e) => {
-                if self.admit(ctx) {
-                    Self::close_bad_utf8(ctx);
-                }
+            Err(ProtocolError::ContinuationStarted | ProtocolError::ContinuationNotStarted) => {
+                self.close_with(ctx, CloseCode::Protocol, "bad_fragments");
             }
             Err(e) => {
                 debug!(error = %e, "websocket protocol error");
                 ctx.stop();
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The error actix-web-actors hands the session for a text frame that
-    /// is not UTF-8, built the way it builds it.
-    fn text_frame_error(bytes: &[u8]) -> ws::ProtocolError {
-        let e = std::str::from_utf8(bytes).expect_err("not UTF-8");
-        ws::ProtocolError::Io(std::io::Error::other(format!("{e}")))
-    }
-
-    #[test]
-    fn a_text_frame_that_is_not_utf8_is_told_apart_from_a_failed_transport() {
-        for bytes in [&b"{\xff\xfe}"[..], b"\xc3", b"ok\xe2\x82"] {
-            assert!(is_invalid_utf8(&text_frame_error(bytes)), "{bytes:?}");
-        }
-        for transport in [
-            std::io::Error::other("payload reached EOF before completing: None"),
-            std::io::Error::other("Connection reset by peer (os error 104)"),
-            std::io::Error::from(std::io::ErrorKind::InvalidData),
-        ] {
-            assert!(!is_invalid_utf8(&ws::ProtocolError::Io(transport)));
-        }
-        assert!(!is_invalid_utf8(&ws::ProtocolError::Overflow));
     }
 }

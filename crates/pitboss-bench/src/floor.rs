@@ -5,9 +5,10 @@
 //! - `tungstenite`: a bare tokio + tokio-tungstenite server, one task per
 //!   connection (about the least a Rust WebSocket server can hold);
 //! - `actix`: actix-web with one actix-web-actors actor per connection that
-//!   answers pings and ignores every other frame, i.e. what pitboss's stack costs before pitboss
-//!   adds anything;
-//! - `actix-upgrade`: the way under it that keeps the actor model. actix-http
+//!   answers pings and ignores every other frame, i.e. what the usual actix
+//!   WebSocket stack costs before an application adds anything;
+//! - `actix-upgrade`: the way under it that keeps the actor model, and the
+//!   one pitboss's sessions are built on (`src/ws/upgrade.rs`). actix-http
 //!   answers the upgrade and hands the socket over (`HttpService::upgrade`,
 //!   `Framed::into_parts`); each connection is then an actix actor (plain
 //!   `Context`) fed by a reader that waits for readiness and reads into a

@@ -339,8 +339,9 @@ async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> an
     let (upgrade, upgrade_ping) = floor("actix-upgrade", o.conns, settle).await?;
     println!(
         "  per idle connection: pitboss {per_conn_kb:.2} kB   actix-web-actors floor {actix:.2} kB   tokio-tungstenite floor {tungstenite:.2} kB   \
-         socket taken after the upgrade, one actor each {upgrade:.2} kB   pitboss/actix {:.2}x",
-        per_conn_kb / actix
+         socket taken after the upgrade, one actor each {upgrade:.2} kB   pitboss/actix {:.2}x   pitboss/socket-taking {:.2}x",
+        per_conn_kb / actix,
+        per_conn_kb / upgrade
     );
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!(
