@@ -715,6 +715,66 @@ fn leaving_out_of_turn_can_end_the_hand() {
 }
 
 #[test]
+fn a_fold_out_of_turn_that_takes_options_away_opens_a_new_decision() {
+    let mut g = table(config(6, 1, 2, 0), &[(0, 20), (1, 100), (2, 100)]);
+    start(&mut g, standard_deck());
+    act(&mut g, 0, Action::AllIn);
+    assert_eq!(g.to_act(), Some(1));
+    let old = g.decision().expect("an open decision");
+    let raise_on_old = act_cmd(&g, 1, Action::Raise(Chips(60)));
+
+    // The big blind leaves: nobody is left who could call seat 1's raise.
+    let ev = g.apply(Command::Leave { seat: 2 }).expect("leave");
+    let turn = ev.iter().find_map(|e| match &e.kind {
+        EventKind::Turn {
+            seat,
+            decision,
+            legal,
+            ..
+        } => Some((*seat, *decision, legal.clone())),
+        _ => None,
+    });
+    let (seat, decision, legal) = turn.expect("a new turn for seat 1");
+    assert_eq!((seat, decision), (1, old + 1));
+    assert!(
+        !legal.iter().any(|l| matches!(l, LegalAction::Raise { .. })),
+        "{legal:?}"
+    );
+    // The raise sent for the turn it saw is late, not illegal.
+    refused(
+        &mut g,
+        raise_on_old,
+        RuleError::StaleDecision {
+            expected: old + 1,
+            got: old,
+        },
+    );
+    act(&mut g, 1, Action::Call);
+}
+
+#[test]
+fn a_fold_out_of_turn_that_changes_nothing_for_the_player_to_act_keeps_the_decision() {
+    let mut g = table(
+        config(6, 1, 2, 0),
+        &[(0, 100), (1, 100), (2, 100), (3, 100)],
+    );
+    start(&mut g, standard_deck());
+    let to_act = g.to_act().expect("someone to act");
+    let open = g.decision();
+    let other = [0, 1, 2, 3]
+        .into_iter()
+        .find(|&s| s != to_act && s != 2 && s != 1)
+        .expect("a seat that is neither to act nor a blind");
+    let ev = g.apply(Command::Leave { seat: other }).expect("leave");
+    assert!(
+        !ev.iter().any(|e| matches!(e.kind, EventKind::Turn { .. })),
+        "{ev:?}"
+    );
+    assert_eq!(g.decision(), open);
+    assert_eq!(g.to_act(), Some(to_act));
+}
+
+#[test]
 fn an_all_in_player_who_leaves_stays_in_the_pot_and_leaves_with_the_winnings() {
     let mut g = table(config(6, 1, 2, 0), &[(0, 20), (1, 100), (2, 100)]);
     let deck = rigged(&["2c 7h", "3c 8h", "As Ad"], "Kd Qs 5h 9c 4d");

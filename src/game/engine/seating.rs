@@ -79,9 +79,11 @@ impl Game {
             // leave with whatever they win when the hand ends.
             return Ok(());
         }
-        if self.to_act() == Some(seat) {
+        let actor = self.to_act();
+        if actor == Some(seat) {
             return self.act(seat, Action::Fold, ev);
         }
+        let legal_before = actor.map(|s| self.legal_for(s));
         let hand = self.hand_mut()?;
         let no = hand.no;
         let player = hand
@@ -95,7 +97,24 @@ impl Game {
         let hand = self.hand_ref()?;
         if hand.live_count() <= 1 || hand.round_complete() {
             let from = hand.to_act.unwrap_or(hand.button);
-            self.advance(from, ev)?;
+            return self.advance(from, ev);
+        }
+        // The player to act may have lost options with this fold (a raise
+        // nobody is left to call): that is a new decision, so an act sent
+        // for the old one is refused as stale, not judged on options its
+        // sender never saw.
+        if let (Some(actor), Some(before)) = (actor, legal_before) {
+            let legal = self.legal_for(actor);
+            if legal != before {
+                let hand = self.hand_mut()?;
+                hand.decision += 1;
+                ev.push(event(EventKind::Turn {
+                    hand: no,
+                    seat: actor,
+                    decision: hand.decision,
+                    legal,
+                }));
+            }
         }
         Ok(())
     }
