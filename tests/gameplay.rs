@@ -567,3 +567,75 @@ async fn a_buy_in_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
     let audit = server.audit().await;
     assert_eq!(audit["delta"], 0, "{audit}");
 }
+
+#[tokio::test]
+async fn a_hand_that_ends_while_a_buy_in_holds_the_only_pool_connection_records_both() {
+    let db = test_db().await;
+    let env = unique_env();
+    // One pool connection: the buy-in holds it while it waits on the row,
+    // and the hand's boundary write waits for it.
+    let server = Server::start(
+        ServerConfig::new(&db, &env)
+            .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000")
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
+            .with_env("PITBOSS__DATABASE__MAX_CONNECTIONS", "1")
+            .with_env("PITBOSS__DATABASE__ACQUIRE_TIMEOUT_MS", "1000")
+            .with_env("PITBOSS__DATABASE__LOCK_TIMEOUT_MS", "20000")
+            .with_env("PITBOSS__DATABASE__STATEMENT_TIMEOUT_MS", "25000"),
+    )
+    .await;
+    let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
+    let first = alice
+        .client
+        .recv_event("turn", SECS(10))
+        .await
+        .expect("the first hand's turn");
+    server.grant("carol", 1000).await;
+    let mut carol = joined(&server, &t, "carol").await;
+
+    let lock = db.lock_table_row(&t).await;
+    carol
+        .send(json!({"type": "sit", "table": t, "seat": 4, "buy_in": 100}))
+        .await;
+    let pool = db.pool().await;
+    assert!(
+        db.one_waits_for_a_lock().await,
+        "carol's buy-in never waited on the row lock"
+    );
+
+    // The hand ends: its boundary write needs the connection the buy-in
+    // holds, and holds the table still until it has one.
+    let to_act = if first["seat"].as_u64() == Some(alice.seat) {
+        &mut alice
+    } else {
+        &mut bob
+    };
+    to_act
+        .client
+        .send(json!({
+            "type": "act", "table": t, "hand": first["hand"],
+            "decision": first["decision"], "action": "fold"
+        }))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    lock.rollback().await.expect("release the row");
+
+    // The buy-in finishes and hands its connection back, so the hand's
+    // result is recorded and told.
+    let ended = alice.client.recv_event("hand_ended", SECS(15)).await;
+    assert!(
+        ended.is_some(),
+        "the hand's result never came: {:?}",
+        alice.client.seen
+    );
+    let seated = carol
+        .recv_until(
+            |v| v["kind"] == "seated" && v["player"] == "carol",
+            SECS(15),
+        )
+        .await;
+    assert!(seated.is_some(), "carol was not seated: {:?}", carol.seen);
+    let seats = db_stacks(&pool, &t).await;
+    assert_eq!(seats.get(&4), Some(&100), "{seats:?}");
+    assert_eq!(server.audit().await["delta"], 0);
+}

@@ -100,10 +100,23 @@ impl Handler<Sit> for Table {
         self.buying_in.insert(msg.seat, msg.player.clone());
         let rt = self.rt.clone();
         let (id, fence) = (self.id.clone(), self.fence);
-        let fut = async move {
+        let player = msg.player.clone();
+        // The buy-in runs as a task of its own, not in the table's context:
+        // a boundary write holds the context still (`ctx.wait`), and a
+        // buy-in left unpolled meanwhile would keep its pool connection
+        // (mid-commit, perhaps) from the very write that waits for one.
+        let buy_in = actix_rt::spawn(async move {
             rt.store
-                .buy_in(&id, fence, msg.seat, &msg.player, msg.buy_in)
+                .buy_in(&id, fence, msg.seat, &player, msg.buy_in)
                 .await
+        });
+        let fut = async move {
+            match buy_in.await {
+                Ok(res) => res,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // Only when the arbiter stops, with the process.
+                Err(_) => Err(StoreError::Db(sqlx::Error::PoolClosed)),
+            }
         };
         Box::pin(fut.into_actor(self).map(move |res, act, ctx| {
             let _g = act.span.clone().entered();
