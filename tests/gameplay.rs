@@ -472,20 +472,41 @@ async fn joined(server: &Server, table: &str, name: &str) -> WsClient {
     c
 }
 
+/// Lock and statement budgets longer than a test waits, so a buy-in can
+/// wait on a row lock for as long as the test holds it, and a clock that
+/// never acts for a player meanwhile.
+fn patient(cfg: ServerConfig) -> ServerConfig {
+    cfg.with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000")
+        .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
+        .with_env("PITBOSS__DATABASE__LOCK_TIMEOUT_MS", "20000")
+        .with_env("PITBOSS__DATABASE__STATEMENT_TIMEOUT_MS", "25000")
+}
+
+/// Carol sits at seat 4 while the test holds the table's row: her buy-in
+/// waits on the lock until the returned transaction ends.
+async fn sit_behind_the_row_lock(
+    db: &common::TestDb,
+    table: &str,
+    carol: &mut WsClient,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let lock = db.lock_table_row(table).await;
+    carol
+        .send(json!({"type": "sit", "table": table, "seat": 4, "buy_in": 100}))
+        .await;
+    assert!(
+        db.one_waits_for_a_lock().await,
+        "carol's buy-in never waited on the row lock"
+    );
+    lock
+}
+
 #[tokio::test]
 async fn a_buy_in_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
     let db = test_db().await;
     let env = unique_env();
     // A lock budget longer than this test waits for the act, so a table that
     // made its act wait behind the buy-in could not answer in time.
-    let server = Server::start(
-        ServerConfig::new(&db, &env)
-            .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000")
-            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
-            .with_env("PITBOSS__DATABASE__LOCK_TIMEOUT_MS", "20000")
-            .with_env("PITBOSS__DATABASE__STATEMENT_TIMEOUT_MS", "25000"),
-    )
-    .await;
+    let server = Server::start(patient(ServerConfig::new(&db, &env))).await;
     let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
     let first = alice
         .client
@@ -499,13 +520,8 @@ async fn a_buy_in_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
     let mut dave = joined(&server, &t, "dave").await;
 
     // Carol's buy-in waits on the table's row, held elsewhere.
-    let lock = db.lock_table_row(&t).await;
-    carol
-        .send(json!({"type": "sit", "table": t, "seat": 4, "buy_in": 100}))
-        .await;
+    let lock = sit_behind_the_row_lock(&db, &t, &mut carol).await;
     let pool = db.pool().await;
-    let waiting = db.one_waits_for_a_lock().await;
-    assert!(waiting, "carol's buy-in never waited on the row lock");
 
     // Her seat and her name are reserved while it waits.
     expect_error(
@@ -575,13 +591,9 @@ async fn a_hand_that_ends_while_a_buy_in_holds_the_only_pool_connection_records_
     // One pool connection: the buy-in holds it while it waits on the row,
     // and the hand's boundary write waits for it.
     let server = Server::start(
-        ServerConfig::new(&db, &env)
-            .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000")
-            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50")
+        patient(ServerConfig::new(&db, &env))
             .with_env("PITBOSS__DATABASE__MAX_CONNECTIONS", "1")
-            .with_env("PITBOSS__DATABASE__ACQUIRE_TIMEOUT_MS", "1000")
-            .with_env("PITBOSS__DATABASE__LOCK_TIMEOUT_MS", "20000")
-            .with_env("PITBOSS__DATABASE__STATEMENT_TIMEOUT_MS", "25000"),
+            .with_env("PITBOSS__DATABASE__ACQUIRE_TIMEOUT_MS", "1000"),
     )
     .await;
     let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
@@ -593,15 +605,8 @@ async fn a_hand_that_ends_while_a_buy_in_holds_the_only_pool_connection_records_
     server.grant("carol", 1000).await;
     let mut carol = joined(&server, &t, "carol").await;
 
-    let lock = db.lock_table_row(&t).await;
-    carol
-        .send(json!({"type": "sit", "table": t, "seat": 4, "buy_in": 100}))
-        .await;
+    let lock = sit_behind_the_row_lock(&db, &t, &mut carol).await;
     let pool = db.pool().await;
-    assert!(
-        db.one_waits_for_a_lock().await,
-        "carol's buy-in never waited on the row lock"
-    );
 
     // The hand ends: its boundary write needs the connection the buy-in
     // holds, and holds the table still until it has one.
