@@ -331,6 +331,66 @@ async fn a_hand_summary_that_creates_chips_is_refused_and_changes_nothing() {
 }
 
 #[tokio::test]
+async fn a_buy_in_moves_wallet_to_stack_with_its_fenced_ledger_row() {
+    let (mut db, store) = fresh_store().await;
+    let t = seated_table(&store).await;
+    store.grant("carol", Chips(500)).await.unwrap();
+    let ledger_before = ledger(&store).await;
+    let left = store
+        .buy_in(&t, Fence(1), 3, &PlayerId::from("carol"), Chips(120))
+        .await
+        .expect("buy_in");
+    assert_eq!(left, Chips(380));
+    assert_eq!(balance(&store, "carol").await, Some(380));
+    assert!(store
+        .seats(&t)
+        .await
+        .unwrap()
+        .contains(&seat(3, "carol", 120)));
+    assert_eq!(
+        ledger(&store).await[ledger_before.len()..].to_vec(),
+        vec![(
+            "buy_in".to_string(),
+            "carol".to_string(),
+            Some(t.to_string()),
+            None,
+            Some(1),
+            -120,
+            120
+        )]
+    );
+    assert_conserved(&store).await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_hand_whose_seat_no_longer_holds_its_start_stack_is_refused_naming_it() {
+    let (mut db, store) = fresh_store().await;
+    let t = seated_table(&store).await;
+    let before = snapshot(&store, &t).await;
+    let ledger_before = ledger(&store).await;
+    // Conserves chips, and alice's seat holds her start stack, but bob's
+    // holds 200, not 210: the seats are updated together, and not one of
+    // them may move.
+    let stale = summary(1, &[(0, "alice", 200, 240), (1, "bob", 210, 170)]);
+    let err = store
+        .write_hand(&t, Fence(1), "inst-a", &stale, Some(0), &[])
+        .await
+        .expect_err("a start stack the seat does not hold");
+    match &err {
+        StoreError::Inconsistent(why) => assert!(
+            why.contains("seat 1 (bob) did not hold 210 chips at the start of hand 1"),
+            "the first seat that differs is named: {why}"
+        ),
+        other => panic!("got {other:?}"),
+    }
+    assert_eq!(snapshot(&store, &t).await, before);
+    assert_eq!(ledger(&store).await, ledger_before);
+    assert_conserved(&store).await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
 async fn write_hand_moves_stacks_writes_one_ledger_row_per_nonzero_delta_and_advances_hand_no() {
     let (mut db, store) = fresh_store().await;
     let t = seated_table(&store).await;
@@ -602,6 +662,22 @@ async fn cash_out_returns_the_stack_to_the_wallet_and_deletes_the_seat() {
         .expect_err("cash-out of a stack the seat does not hold");
     assert!(matches!(err, StoreError::Inconsistent(_)), "got {err:?}");
     assert_eq!(snapshot(&store, &t).await, before);
+    // Seats are vacated together: one wrong stack keeps every seat, wallet
+    // and ledger row as it was, and the refusal names that seat.
+    let ledger_before = ledger(&store).await;
+    let err = store
+        .cash_out(&t, Fence(1), &[out(0, "alice", 200), out(1, "bob", 201)])
+        .await
+        .expect_err("bob's seat holds 200");
+    match &err {
+        StoreError::Inconsistent(why) => assert!(
+            why.contains("seat 1 (bob) does not hold 201 chips"),
+            "{why}"
+        ),
+        other => panic!("got {other:?}"),
+    }
+    assert_eq!(snapshot(&store, &t).await, before);
+    assert_eq!(ledger(&store).await, ledger_before);
     store.stamp(&t, Fence(2), "inst-b", false).await.unwrap();
     let before = snapshot(&store, &t).await;
     let err = store

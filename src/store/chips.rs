@@ -2,7 +2,7 @@
 
 use sqlx::Row;
 
-use super::tx::{cash_out_in, insert_ledger, lock_fenced};
+use super::tx::{cash_out_in, lock_fenced};
 use super::*;
 
 impl Store {
@@ -21,35 +21,31 @@ impl Store {
         if current.state != TableState::Open {
             return Err(StoreError::WrongState(current.state));
         }
+        // Wallet, seat and ledger in one statement: no seat and no ledger
+        // row without the chips, and a taken seat (or a player seated
+        // already) fails the whole statement on the seats' unique keys.
         let balance: Option<i64> = sqlx::query_scalar(
-            "UPDATE accounts SET balance = balance - $2, updated_at = now() \
-             WHERE player = $1 AND balance >= $2 RETURNING balance",
+            "WITH paid AS ( \
+                 UPDATE accounts SET balance = balance - $2, updated_at = now() \
+                 WHERE player = $1 AND balance >= $2 RETURNING balance), \
+             seated AS ( \
+                 INSERT INTO seats (table_id, seat, player, stack) \
+                 SELECT $3, $4, $1, $2 FROM paid RETURNING player), \
+             logged AS ( \
+                 INSERT INTO ledger (kind, player, table_id, hand_no, fence, wallet_delta, stack_delta) \
+                 SELECT $5, player, $3, NULL, $6, -$2::int8, $2 FROM seated) \
+             SELECT balance FROM paid",
         )
         .bind(&player.0)
         .bind(amount_db)
+        .bind(id.as_str())
+        .bind(i16::from(seat))
+        .bind(LedgerKind::BuyIn)
+        .bind(fence.as_db())
         .fetch_optional(&mut *tx)
         .await
         .map_err(StoreError::from_db)?;
         let balance = balance.ok_or(StoreError::InsufficientFunds)?;
-        sqlx::query("INSERT INTO seats (table_id, seat, player, stack) VALUES ($1, $2, $3, $4)")
-            .bind(id.as_str())
-            .bind(i16::from(seat))
-            .bind(&player.0)
-            .bind(amount_db)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::from_db)?;
-        insert_ledger(
-            &mut tx,
-            LedgerKind::BuyIn,
-            &player.0,
-            id,
-            None,
-            fence,
-            -amount_db,
-            amount_db,
-        )
-        .await?;
         tx.commit().await?;
         Ok(chips_from_db(balance))
     }
@@ -126,38 +122,59 @@ impl Store {
                 StoreError::HandAlreadyApplied(_) => StoreError::HandAlreadyApplied(summary.hand),
                 other => other,
             })?;
+        // Every seat's stack from its start to its end value in one
+        // statement, each row only if it still holds the start value, and
+        // the ledger rows of the seats whose stack changed in another.
+        let n = summary.seats.len();
+        let (mut seats, mut players, mut ends, mut starts) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut moved, mut deltas) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for s in &summary.seats {
+            seats.push(i16::from(s.seat));
+            players.push(s.player.0.as_str());
+            ends.push(db_chips(s.end_stack)?);
+            starts.push(db_chips(s.start_stack)?);
             let d = delta(s.start_stack, s.end_stack)?;
-            let updated = sqlx::query(
-                "UPDATE seats SET stack = $4 WHERE table_id = $1 AND seat = $2 AND player = $3 AND stack = $5",
-            )
-            .bind(id.as_str())
-            .bind(i16::from(s.seat))
-            .bind(&s.player.0)
-            .bind(db_chips(s.end_stack)?)
-            .bind(db_chips(s.start_stack)?)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::from_db)?;
-            if updated.rows_affected() != 1 {
-                return Err(StoreError::Inconsistent(format!(
-                    "seat {} ({}) did not hold {} chips at the start of hand {}",
-                    s.seat, s.player.0, s.start_stack, summary.hand
-                )));
-            }
             if d != 0 {
-                insert_ledger(
-                    &mut tx,
-                    LedgerKind::Hand,
-                    &s.player.0,
-                    id,
-                    Some(hand_db),
-                    fence,
-                    0,
-                    d,
-                )
-                .await?;
+                moved.push(s.player.0.as_str());
+                deltas.push(d);
             }
+        }
+        let updated: Vec<i16> = sqlx::query_scalar(
+            "UPDATE seats AS s SET stack = v.end_stack \
+             FROM UNNEST($2::int2[], $3::text[], $4::int8[], $5::int8[]) AS v(seat, player, end_stack, start_stack) \
+             WHERE s.table_id = $1 AND s.seat = v.seat AND s.player = v.player AND s.stack = v.start_stack \
+             RETURNING s.seat",
+        )
+        .bind(id.as_str())
+        .bind(&seats)
+        .bind(&players)
+        .bind(&ends)
+        .bind(&starts)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(StoreError::from_db)?;
+        if updated.len() != n {
+            return Err(seat_not_at_start(&updated, summary));
+        }
+        if !moved.is_empty() {
+            sqlx::query(
+                "INSERT INTO ledger (kind, player, table_id, hand_no, fence, wallet_delta, stack_delta) \
+                 SELECT $1, v.player, $2, $3, $4, 0, v.delta \
+                 FROM UNNEST($5::text[], $6::int8[]) WITH ORDINALITY AS v(player, delta, n) ORDER BY v.n",
+            )
+            .bind(LedgerKind::Hand)
+            .bind(id.as_str())
+            .bind(hand_db)
+            .bind(fence.as_db())
+            .bind(&moved)
+            .bind(&deltas)
+            .execute(&mut *tx)
+            .await?;
         }
         sqlx::query("UPDATE tables SET hand_no = GREATEST(hand_no, $2), button = $3, updated_at = now() WHERE id = $1")
             .bind(id.as_str())
@@ -248,5 +265,21 @@ impl Store {
             granted,
             delta: wallets + stacks - granted,
         })
+    }
+}
+
+/// The refusal of a hand whose seats did not all hold their start stacks:
+/// names the first seat the update did not find as the summary says.
+fn seat_not_at_start(updated: &[i16], summary: &HandSummary) -> StoreError {
+    match summary
+        .seats
+        .iter()
+        .find(|s| !updated.contains(&i16::from(s.seat)))
+    {
+        Some(s) => StoreError::Inconsistent(format!(
+            "seat {} ({}) did not hold {} chips at the start of hand {}",
+            s.seat, s.player.0, s.start_stack, summary.hand
+        )),
+        None => StoreError::Inconsistent(format!("hand {} lists one seat twice", summary.hand)),
     }
 }

@@ -1,5 +1,5 @@
 //! Steps shared by the fenced transactions: the row lock and fence check,
-//! state and event rows, cash-outs and ledger rows.
+//! state and event rows, and cash-outs with their ledger rows.
 
 use sqlx::{Postgres, Row, Transaction};
 
@@ -120,61 +120,58 @@ pub(super) async fn cash_out_in(
     outs: &[CashOut],
     kind: LedgerKind,
 ) -> Result<(), StoreError> {
+    if outs.is_empty() {
+        return Ok(());
+    }
+    let mut seats = Vec::with_capacity(outs.len());
+    let mut players = Vec::with_capacity(outs.len());
+    let mut stacks = Vec::with_capacity(outs.len());
     for out in outs {
-        let stack = db_chips(out.stack)?;
-        let deleted = sqlx::query(
-            "DELETE FROM seats WHERE table_id = $1 AND seat = $2 AND player = $3 AND stack = $4",
-        )
-        .bind(id.as_str())
-        .bind(i16::from(out.seat))
-        .bind(&out.player.0)
-        .bind(stack)
-        .execute(&mut **tx)
-        .await?;
-        if deleted.rows_affected() != 1 {
-            return Err(StoreError::Inconsistent(format!(
+        seats.push(i16::from(out.seat));
+        players.push(out.player.0.as_str());
+        stacks.push(db_chips(out.stack)?);
+    }
+    // Every seat vacated, its stack credited to its player's wallet and a
+    // ledger row written, in one statement; each seat only if it holds the
+    // stack the table says. When one does not, the caller's transaction
+    // ends without a commit, so nothing of it stays.
+    let vacated: Vec<i16> = sqlx::query_scalar(
+        "WITH v AS ( \
+             SELECT * FROM UNNEST($2::int2[], $3::text[], $4::int8[]) WITH ORDINALITY AS v(seat, player, stack, n)), \
+         gone AS ( \
+             DELETE FROM seats AS s USING v \
+             WHERE s.table_id = $1 AND s.seat = v.seat AND s.player = v.player AND s.stack = v.stack \
+             RETURNING s.seat, s.player, s.stack), \
+         paid AS ( \
+             UPDATE accounts AS a SET balance = a.balance + gone.stack, updated_at = now() \
+             FROM gone WHERE a.player = gone.player), \
+         logged AS ( \
+             INSERT INTO ledger (kind, player, table_id, hand_no, fence, wallet_delta, stack_delta) \
+             SELECT $5, v.player, $1, NULL, $6, v.stack, -v.stack FROM v \
+             WHERE v.player IN (SELECT player FROM gone) ORDER BY v.n) \
+         SELECT seat FROM gone",
+    )
+    .bind(id.as_str())
+    .bind(&seats)
+    .bind(&players)
+    .bind(&stacks)
+    .bind(kind)
+    .bind(fence.as_db())
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(StoreError::from_db)?;
+    if vacated.len() == outs.len() {
+        return Ok(());
+    }
+    Err(
+        match outs.iter().find(|o| !vacated.contains(&i16::from(o.seat))) {
+            Some(out) => StoreError::Inconsistent(format!(
                 "seat {} ({}) does not hold {} chips",
                 out.seat, out.player.0, out.stack
-            )));
-        }
-        sqlx::query(
-            "UPDATE accounts SET balance = balance + $2, updated_at = now() WHERE player = $1",
-        )
-        .bind(&out.player.0)
-        .bind(stack)
-        .execute(&mut **tx)
-        .await
-        .map_err(StoreError::from_db)?;
-        insert_ledger(tx, kind, &out.player.0, id, None, fence, stack, -stack).await?;
-    }
-    Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn insert_ledger(
-    tx: &mut Transaction<'_, Postgres>,
-    kind: LedgerKind,
-    player: &str,
-    id: &TableId,
-    hand: Option<i64>,
-    fence: Fence,
-    wallet_delta: i64,
-    stack_delta: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO ledger (kind, player, table_id, hand_no, fence, wallet_delta, stack_delta) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )),
+            None => StoreError::Inconsistent("a cash-out lists one seat twice".into()),
+        },
     )
-    .bind(kind)
-    .bind(player)
-    .bind(id.as_str())
-    .bind(hand)
-    .bind(fence.as_db())
-    .bind(wallet_delta)
-    .bind(stack_delta)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
 }
 
 pub(super) async fn insert_event(

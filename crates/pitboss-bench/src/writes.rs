@@ -302,7 +302,8 @@ async fn pitboss_phase(o: &Options, store: &Store, at: Vec<At>) -> anyhow::Resul
 }
 
 /// The same transaction as `Store::write_hand` for two seats, as a pgbench
-/// script: client `c` writes to tables `c`, `c + clients`, … like the
+/// script (the seats' stacks in one statement, their ledger rows in
+/// another): client `c` writes to tables `c`, `c + clients`, … like the
 /// pitboss phase. The hand number comes from the locked row.
 fn pgbench_script(result: &str) -> String {
     format!(
@@ -311,10 +312,8 @@ fn pgbench_script(result: &str) -> String {
 BEGIN;
 SELECT owner_fencing_token AS fence, hand_no + 1 AS hand FROM tables WHERE id = 'tbl_w' || lpad(:t::text, 6, '0') FOR UPDATE \gset
 INSERT INTO hands (table_id, hand_no, fence, owner, result) VALUES ('tbl_w' || lpad(:t::text, 6, '0'), :hand, :fence, '{OWNER}', '{result}');
-UPDATE seats SET stack = stack - 1 + 2 * :from WHERE table_id = 'tbl_w' || lpad(:t::text, 6, '0') AND seat = 0 AND player = 'w' || :t || 's0' AND stack > 0;
-INSERT INTO ledger (kind, player, table_id, hand_no, fence, wallet_delta, stack_delta) VALUES ('hand', 'w' || :t || 's0', 'tbl_w' || lpad(:t::text, 6, '0'), :hand, :fence, 0, 2 * :from - 1);
-UPDATE seats SET stack = stack + 1 - 2 * :from WHERE table_id = 'tbl_w' || lpad(:t::text, 6, '0') AND seat = 1 AND player = 'w' || :t || 's1' AND stack > 0;
-INSERT INTO ledger (kind, player, table_id, hand_no, fence, wallet_delta, stack_delta) VALUES ('hand', 'w' || :t || 's1', 'tbl_w' || lpad(:t::text, 6, '0'), :hand, :fence, 0, 1 - 2 * :from);
+UPDATE seats AS s SET stack = s.stack + v.delta FROM UNNEST(ARRAY[0, 1]::int2[], ARRAY['w' || :t || 's0', 'w' || :t || 's1']::text[], ARRAY[2 * :from - 1, 1 - 2 * :from]::int8[]) AS v(seat, player, delta) WHERE s.table_id = 'tbl_w' || lpad(:t::text, 6, '0') AND s.seat = v.seat AND s.player = v.player AND s.stack > 0;
+INSERT INTO ledger (kind, player, table_id, hand_no, fence, wallet_delta, stack_delta) SELECT 'hand', v.player, 'tbl_w' || lpad(:t::text, 6, '0'), :hand, :fence, 0, v.delta FROM UNNEST(ARRAY['w' || :t || 's0', 'w' || :t || 's1']::text[], ARRAY[2 * :from - 1, 1 - 2 * :from]::int8[]) WITH ORDINALITY AS v(player, delta, n) ORDER BY v.n;
 UPDATE tables SET hand_no = GREATEST(hand_no, :hand), button = 0, updated_at = now() WHERE id = 'tbl_w' || lpad(:t::text, 6, '0');
 COMMIT;
 "#
