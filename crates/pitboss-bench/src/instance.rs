@@ -95,6 +95,10 @@ pub(crate) struct Database {
 }
 
 impl Database {
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     pub(crate) async fn create(admin_url: &str, label: &str) -> anyhow::Result<Database> {
         let name = format!("pitboss_bench_{label}_{}", std::process::id());
         let mut admin = sqlx::PgConnection::connect(admin_url)
@@ -255,14 +259,10 @@ pub(crate) async fn wait_hosted(http: &str, n: usize, poll: Duration) -> anyhow:
     Ok(t0.elapsed())
 }
 
-/// The upper bounds of the buckets holding each of the quantiles `qs` of
-/// the histogram `name` (summed over its labels), from one read of the
-/// instance's `/metrics`; `None` for each while it holds no sample.
-pub(crate) async fn histogram_quantiles(
-    http: &str,
-    name: &str,
-    qs: &[f64],
-) -> anyhow::Result<Vec<Option<f64>>> {
+/// The cumulative buckets `(upper bound, count)` of the histogram `name`
+/// (summed over its labels), from one read of the instance's `/metrics`,
+/// in order of their bounds.
+pub(crate) async fn histogram_buckets(http: &str, name: &str) -> anyhow::Result<Vec<(f64, f64)>> {
     let text = reqwest::get(format!("{http}/metrics"))
         .await?
         .text()
@@ -292,14 +292,30 @@ pub(crate) async fn histogram_quantiles(
         }
     }
     buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let total = buckets.last().map_or(0.0, |&(_, c)| c);
-    Ok(qs
+    Ok(buckets)
+}
+
+/// The samples recorded between two reads of one histogram.
+pub(crate) fn bucket_difference(later: &[(f64, f64)], earlier: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    later
         .iter()
+        .map(|&(le, c)| {
+            let before = earlier.iter().find(|(b, _)| *b == le).map_or(0.0, |x| x.1);
+            (le, (c - before).max(0.0))
+        })
+        .collect()
+}
+
+/// The upper bounds of the buckets holding each of the quantiles `qs`;
+/// `None` for each while the buckets hold no sample.
+pub(crate) fn bucket_quantiles(buckets: &[(f64, f64)], qs: &[f64]) -> Vec<Option<f64>> {
+    let total = buckets.last().map_or(0.0, |&(_, c)| c);
+    qs.iter()
         .map(|q| {
             buckets
                 .iter()
                 .find(|(_, c)| total > 0.0 && *c >= q * total)
                 .map(|&(le, _)| le)
         })
-        .collect())
+        .collect()
 }

@@ -6,10 +6,22 @@
 //! (beside this binary, or `--bots PATH`) against it: tables of bots playing
 //! random legal actions. The bots time each act from the moment it is handed
 //! to the socket until the table's `action` event comes back (p50, p99,
-//! p99.9). Beside it, the baseline: a WebSocket ping → pong through the same
+//! p99.9), in three phases of the run:
+//!
+//! - **arrival**: every bot connects, joins and buys in at once (6,000 at
+//!   1,000 tables, within a few seconds), then a warm-up (`--warm-up`,
+//!   10 s) while the first hands of every table, dealt in step, end in step;
+//! - **play**: steady play, from the warm-up's end until the bots are told
+//!   to stop. The goal (p99 ≤ 10 ms at 100 tables, ≤ 25 ms at 1,000) is
+//!   judged on these acts;
+//! - **wind-down**: acts answered after every bot was told to leave at once.
+//!
+//! Every phase is printed, and the whole run beside them. Beside it, the baseline: a WebSocket ping → pong through the same
 //! server at the same time, on a connection of the bench's own (the same
-//! sockets, worker threads and session actors, without the table). Server
-//! CPU per act is the instance's CPU time over the run divided by the acts
+//! sockets, worker threads and session actors, without the table), and the
+//! server's own histogram (act read → frames queued), read every second so
+//! that both can be shown for steady play as well as for the whole run.
+//! Server CPU per act is the instance's CPU time over the run divided by the acts
 //! answered (it includes the tables' creation and the buy-ins, so it is an
 //! upper bound).
 
@@ -23,18 +35,22 @@ use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::instance::{
-    clock_ticks, histogram_quantiles, start_pitboss, usage, Database, ADMIN_TOKEN, SECRET,
+    bucket_difference, bucket_quantiles, clock_ticks, histogram_buckets, start_pitboss, usage,
+    Database, ADMIN_TOKEN, SECRET,
 };
 
 const ACTION_HISTOGRAM: &str = "pitboss_action_to_broadcast_seconds";
 
 const USAGE: &str = "usage: pitboss-bench play [--tables N[,N...]] [--players P] [--duration SECS]
-                          [--ttl-ms MS] [--set KEY=VALUE]... [--pitboss PATH] [--bots PATH]
+                          [--warm-up SECS] [--ttl-ms MS] [--set KEY=VALUE]...
+                          [--pitboss PATH] [--bots PATH]
                           [--pg-url URL] [--json PATH]
 
   --tables LIST    table counts, one fresh instance each (default 100,1000)
   --players P      bots per table (default 6)
   --duration SECS  how long the bots play at each count (default 60)
+  --warm-up SECS   after every bot was first seated, how long before play
+                   counts as steady (default 10)
   --ttl-ms MS      the instance's lease TTL (default 15000)
   --set K=V        a further setting for the instance, e.g.
                    --set PITBOSS__DATABASE__MAX_CONNECTIONS=32 (repeatable)
@@ -48,6 +64,7 @@ struct Options {
     tables: Vec<usize>,
     players: usize,
     duration: u64,
+    warm_up: u64,
     ttl_ms: u64,
     set: Vec<(String, String)>,
     pitboss: PathBuf,
@@ -62,6 +79,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
         tables: vec![100, 1000],
         players: 6,
         duration: 60,
+        warm_up: 10,
         ttl_ms: 15_000,
         set: Vec::new(),
         pitboss: exe.with_file_name("pitboss"),
@@ -79,6 +97,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
             }
             "--players" => o.players = value()?.parse().context("--players takes a count")?,
             "--duration" => o.duration = value()?.parse().context("--duration takes seconds")?,
+            "--warm-up" => o.warm_up = value()?.parse().context("--warm-up takes seconds")?,
             "--ttl-ms" => o.ttl_ms = value()?.parse().context("--ttl-ms takes milliseconds")?,
             "--set" => {
                 let kv = value()?;
@@ -112,8 +131,69 @@ struct BotsSummary {
     p99_ms: f64,
     p999_ms: f64,
     max_ms: f64,
+    /// The same acts by phase: in arrival, in play, in wind-down.
+    phases: [PhaseFigures; 3],
+    /// Seconds into the bots' run when every bot had been seated, and the
+    /// wall-clock bounds of steady play (unix ms): from the warm-up's end
+    /// until the wind-down began.
+    all_seated_s: f64,
+    play_from_ms: Option<u128>,
+    play_until_ms: Option<u128>,
     result: String,
 }
+
+/// One phase's latencies as the bots print them
+/// (`latency in play: p50 0.31 ms, p99 3.36 ms, p99.9 6.56 ms, max 13.15 ms, 18599 acts`).
+#[derive(Debug, Clone, Copy)]
+struct PhaseFigures {
+    p50_ms: f64,
+    p99_ms: f64,
+    p999_ms: f64,
+    max_ms: f64,
+    acts: f64,
+}
+
+impl Default for PhaseFigures {
+    fn default() -> Self {
+        PhaseFigures {
+            p50_ms: f64::NAN,
+            p99_ms: f64::NAN,
+            p999_ms: f64::NAN,
+            max_ms: f64::NAN,
+            acts: 0.0,
+        }
+    }
+}
+
+impl PhaseFigures {
+    fn parse(v: &str) -> PhaseFigures {
+        let mut f = PhaseFigures::default();
+        for part in v.split(", ") {
+            let mut words = part.split_whitespace();
+            let (Some(a), Some(b)) = (words.next(), words.next()) else {
+                continue;
+            };
+            match (a, b.parse::<f64>()) {
+                ("p50", Ok(x)) => f.p50_ms = x,
+                ("p99", Ok(x)) => f.p99_ms = x,
+                ("p99.9", Ok(x)) => f.p999_ms = x,
+                ("max", Ok(x)) => f.max_ms = x,
+                (n, _) if b == "acts" => f.acts = n.parse().unwrap_or(0.0),
+                _ => {}
+            }
+        }
+        f
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "p50_ms": self.p50_ms, "p99_ms": self.p99_ms, "p999_ms": self.p999_ms,
+            "max_ms": self.max_ms, "acts": self.acts,
+        })
+    }
+}
+
+const PHASES: [&str; 3] = ["in arrival", "in play", "in wind-down"];
 
 fn parse_summary(text: &str) -> BotsSummary {
     let field = |key: &str| -> Option<&str> {
@@ -143,8 +223,21 @@ fn parse_summary(text: &str) -> BotsSummary {
         p99_ms: number("latency p99"),
         p999_ms: number("latency p99.9"),
         max_ms: number("latency max"),
+        phases: PHASES.map(|p| {
+            field(&format!("latency {p}")).map_or_else(PhaseFigures::default, PhaseFigures::parse)
+        }),
+        all_seated_s: field("every bot seated")
+            .and_then(|v| v.strip_prefix("after ")?.split('s').next()?.parse().ok())
+            .unwrap_or(f64::NAN),
+        play_from_ms: field("steady play from").and_then(unix_ms),
+        play_until_ms: field("wind-down began").and_then(unix_ms),
         result: field("result").unwrap_or("missing").to_string(),
     }
+}
+
+/// The `(unix ms N)` of a bots' mark.
+fn unix_ms(v: &str) -> Option<u128> {
+    v.split_once("(unix ms ")?.1.strip_suffix(')')?.parse().ok()
 }
 
 /// Pings through the server every 100 ms (half the server's default frame
@@ -152,7 +245,7 @@ fn parse_summary(text: &str) -> BotsSummary {
 async fn ping_baseline(
     url: String,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<Vec<Duration>> {
+) -> anyhow::Result<Vec<(u128, Duration)>> {
     let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str())
         .await
         .context("the baseline's connection")?;
@@ -164,6 +257,9 @@ async fn ping_baseline(
             _ = tick.tick() => {}
         }
         let sent = Instant::now();
+        let sent_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
         ws.send(Message::Ping(b"bench".to_vec())).await?;
         let pong = async {
             loop {
@@ -177,10 +273,100 @@ async fn ping_baseline(
         tokio::time::timeout(Duration::from_secs(10), pong)
             .await
             .context("no pong within 10 s")??;
-        rtts.push(sent.elapsed());
+        rtts.push((sent_ms, sent.elapsed()));
     }
     let _ = ws.close(None).await;
     Ok(rtts)
+}
+
+fn unix_now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// One reading, every second of the run.
+struct Sample {
+    at_ms: u128,
+    /// The server's act histogram, cumulative buckets.
+    buckets: Vec<(f64, f64)>,
+    /// CPU time so far, in seconds: the server, the run database's Postgres
+    /// backends (those on this host), the bots.
+    cpu: [f64; 3],
+}
+
+/// What the sampler reads.
+struct Probe {
+    http: String,
+    server: u32,
+    bots: Option<u32>,
+    pg_url: String,
+    database: String,
+    ticks: u64,
+}
+
+/// Reads the server's act histogram and the CPU time of the server, of
+/// Postgres and of the bots every second until told to stop, so that each
+/// phase of the run can be told from the rest.
+async fn sample(p: Probe, mut stop: tokio::sync::watch::Receiver<bool>) -> Vec<Sample> {
+    use sqlx::Connection as _;
+    let mut pg = sqlx::PgConnection::connect(&p.pg_url).await.ok();
+    // Backends that ended keep the CPU they had at their last reading.
+    let mut backends: std::collections::HashMap<i32, f64> = Default::default();
+    let mut samples = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let cpu_of = |pid: u32| usage(pid, p.ticks).map_or(f64::NAN, |u| u.cpu.as_secs_f64());
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            _ = tick.tick() => {}
+        }
+        let at_ms = unix_now_ms();
+        let Ok(buckets) = histogram_buckets(&p.http, ACTION_HISTOGRAM).await else {
+            continue;
+        };
+        if let Some(conn) = pg.as_mut() {
+            let pids: Vec<i32> =
+                sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE datname = $1")
+                    .bind(&p.database)
+                    .fetch_all(conn)
+                    .await
+                    .unwrap_or_default();
+            for pid in pids {
+                if let Ok(u) = usage(pid as u32, p.ticks) {
+                    backends.insert(pid, u.cpu.as_secs_f64());
+                }
+            }
+        }
+        let postgres = if backends.is_empty() {
+            f64::NAN
+        } else {
+            backends.values().sum()
+        };
+        let bots = p.bots.map_or(f64::NAN, cpu_of);
+        samples.push(Sample {
+            at_ms,
+            buckets,
+            cpu: [cpu_of(p.server), postgres, bots],
+        });
+    }
+    samples
+}
+
+/// The first and the last sample within `[from, until)` (unix ms); `None`
+/// when the window holds fewer than two.
+fn window(samples: &[Sample], from: u128, until: u128) -> Option<(&Sample, &Sample)> {
+    let inside = |s: &&Sample| s.at_ms >= from && s.at_ms < until;
+    let first = samples.iter().find(inside)?;
+    let last = samples.iter().rev().find(inside)?;
+    (!std::ptr::eq(first, last)).then_some((first, last))
+}
+
+/// Share of one core each of server, Postgres and bots used between two
+/// samples.
+fn cores(a: &Sample, b: &Sample) -> [f64; 3] {
+    let secs = (b.at_ms.saturating_sub(a.at_ms)) as f64 / 1000.0;
+    [0, 1, 2].map(|i| (b.cpu[i] - a.cpu[i]) / secs)
 }
 
 fn quantile_ms(xs: &mut [Duration], q: f64) -> f64 {
@@ -258,8 +444,9 @@ async fn one_count(
         stop_rx,
     ));
 
+    let (sampling_tx, sampling_rx) = tokio::sync::watch::channel(false);
     let cpu0 = usage(pid, ticks)?.cpu;
-    let out = tokio::process::Command::new(&o.bots)
+    let bots = tokio::process::Command::new(&o.bots)
         .args(["--url", &inst.http, "--admin-token", ADMIN_TOKEN])
         .args([
             "--tables",
@@ -270,24 +457,37 @@ async fn one_count(
         .args([
             "--duration",
             &o.duration.to_string(),
+            "--warm-up",
+            &o.warm_up.to_string(),
             "--seed",
             "1",
             "--no-progress",
         ])
         .stdin(Stdio::null())
-        .output()
-        .await
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .with_context(|| format!("run {} (build it: cargo build --release)", o.bots.display()))?;
+    let sampler = tokio::spawn(sample(
+        Probe {
+            http: inst.http.clone(),
+            server: pid,
+            bots: bots.id(),
+            pg_url: o.pg_url.clone(),
+            database: db.name().to_string(),
+            ticks,
+        },
+        sampling_rx,
+    ));
+    let out = bots.wait_with_output().await?;
     let cpu = usage(pid, ticks)?.cpu - cpu0;
+    let _ = sampling_tx.send(true);
+    let samples = sampler.await?;
     // The server's own view: from the session reading the act to the table
     // having queued its frames (bucket bounds of its histogram).
-    let server: Vec<f64> = histogram_quantiles(&inst.http, ACTION_HISTOGRAM, &[0.5, 0.99, 0.999])
-        .await?
-        .into_iter()
-        .map(|le| le.map_or(f64::NAN, |s| s * 1000.0))
-        .collect();
+    let server_buckets = histogram_buckets(&inst.http, ACTION_HISTOGRAM).await?;
     let _ = stop_tx.send(true);
-    let mut rtts = baseline.await??;
+    let rtts = baseline.await??;
     let text = String::from_utf8_lossy(&out.stdout);
     let s = parse_summary(&text);
     let ok = out.status.success() && s.result == "ok";
@@ -298,25 +498,89 @@ async fn one_count(
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let (b50, b99, b999) = (
-        quantile_ms(&mut rtts, 0.5),
-        quantile_ms(&mut rtts, 0.99),
-        quantile_ms(&mut rtts, 0.999),
+    let server_ms = |buckets: &[(f64, f64)]| -> [f64; 3] {
+        let q = bucket_quantiles(buckets, &[0.5, 0.99, 0.999]);
+        [0, 1, 2].map(|i| q[i].map_or(f64::NAN, |s| s * 1000.0))
+    };
+    let server_all = server_ms(&server_buckets);
+    let (from, until) = (s.play_from_ms.unwrap_or(0), s.play_until_ms.unwrap_or(0));
+    let play_window = window(&samples, from, until);
+    let server_play = server_ms(
+        &play_window.map_or_else(Vec::new, |(a, b)| bucket_difference(&b.buckets, &a.buckets)),
+    );
+    let nan3 = [f64::NAN; 3];
+    let cores_play = play_window.map_or(nan3, |(a, b)| cores(a, b));
+    let cores_arrival = window(&samples, 0, from).map_or(nan3, |(a, b)| cores(a, b));
+    // What the goal is judged on: steady play (see the module's comment).
+    let goal_ms = if n <= 100 { 10.0 } else { 25.0 };
+    let baseline_ms =
+        |mut xs: Vec<Duration>| -> [f64; 3] { [0.5, 0.99, 0.999].map(|q| quantile_ms(&mut xs, q)) };
+    let base_all = baseline_ms(rtts.iter().map(|x| x.1).collect());
+    let base_play = baseline_ms(
+        rtts.iter()
+            .filter(|(at, _)| *at >= from && *at < until)
+            .map(|x| x.1)
+            .collect(),
     );
     let cpu_per_act_us = cpu.as_secs_f64() * 1e6 / s.acts_answered;
+    let play = s.phases[1];
     println!(
-        "  {n} tables × {}: act → broadcast p50 {:7.2} ms  p99 {:7.2} ms  p99.9 {:7.2} ms  max {:7.2} ms   \
-         baseline ping → pong p50 {b50:6.2} ms  p99 {b99:6.2} ms  p99.9 {b999:6.2} ms   \
-         server's own (act read → frames queued) p50 ≤ {:.1} ms  p99 ≤ {:.1} ms  p99.9 ≤ {:.1} ms   \
-         {:.1} hands/s ({} hands)   server CPU {:.1} µs per act ({:.0} acts, {:.1} s CPU)",
+        "  {n} tables × {}: every bot seated after {:.1} s; after {} s of warm-up, {:.1} s of steady play",
         o.players,
-        s.p50_ms,
-        s.p99_ms,
-        s.p999_ms,
-        s.max_ms,
-        server[0],
-        server[1],
-        server[2],
+        s.all_seated_s,
+        o.warm_up,
+        until.saturating_sub(from) as f64 / 1000.0
+    );
+    let row = |what: &str, f: &PhaseFigures| {
+        println!(
+            "    act → broadcast {what:<14} p50 {:7.2} ms  p99 {:7.2} ms  p99.9 {:7.2} ms  max {:7.2} ms  ({:.0} acts)",
+            f.p50_ms, f.p99_ms, f.p999_ms, f.max_ms, f.acts
+        )
+    };
+    row("in play", &play);
+    println!(
+        "      goal: p99 in play ≤ {goal_ms} ms: {}",
+        if play.acts == 0.0 {
+            "no acts in play (a longer --duration or a shorter --warm-up)"
+        } else if play.p99_ms <= goal_ms {
+            "met"
+        } else {
+            "missed"
+        }
+    );
+    row("in arrival", &s.phases[0]);
+    row("in wind-down", &s.phases[2]);
+    row(
+        "whole run",
+        &PhaseFigures {
+            p50_ms: s.p50_ms,
+            p99_ms: s.p99_ms,
+            p999_ms: s.p999_ms,
+            max_ms: s.max_ms,
+            acts: s.acts_answered,
+        },
+    );
+    println!(
+        "    baseline ping → pong: in play p50 {:6.2} ms  p99 {:6.2} ms  p99.9 {:6.2} ms;  whole run p50 {:6.2} ms  p99 {:6.2} ms  p99.9 {:6.2} ms",
+        base_play[0], base_play[1], base_play[2], base_all[0], base_all[1], base_all[2]
+    );
+    println!(
+        "    server's own (act read → frames queued): in play p50 ≤ {:.1} ms  p99 ≤ {:.1} ms  p99.9 ≤ {:.1} ms;  whole run p50 ≤ {:.1} ms  p99 ≤ {:.1} ms  p99.9 ≤ {:.1} ms",
+        server_play[0], server_play[1], server_play[2], server_all[0], server_all[1], server_all[2]
+    );
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    println!(
+        "    CPU, share of one core (of {} here): in play server {}, Postgres {}, bots {};  in arrival server {}, Postgres {}, bots {}",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        pct(cores_play[0]),
+        pct(cores_play[1]),
+        pct(cores_play[2]),
+        pct(cores_arrival[0]),
+        pct(cores_arrival[1]),
+        pct(cores_arrival[2]),
+    );
+    println!(
+        "    {:.1} hands/s ({} hands)   server CPU {:.1} µs per act ({:.0} acts, {:.1} s CPU)",
         s.hands_per_s,
         s.hands,
         cpu_per_act_us,
@@ -328,8 +592,14 @@ async fn one_count(
             "figure": "act_to_broadcast", "tables": n, "players": o.players,
             "duration_s": o.duration, "settings": o.set.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
             "p50_ms": s.p50_ms, "p99_ms": s.p99_ms, "p999_ms": s.p999_ms, "max_ms": s.max_ms,
-            "server_p50_ms_at_most": server[0], "server_p99_ms_at_most": server[1], "server_p999_ms_at_most": server[2],
-            "baseline_ping_p50_ms": b50, "baseline_ping_p99_ms": b99, "baseline_ping_p999_ms": b999,
+            "play": play.json(), "arrival": s.phases[0].json(), "wind_down": s.phases[2].json(),
+            "all_seated_after_s": s.all_seated_s, "warm_up_s": o.warm_up, "play_s": until.saturating_sub(from) as f64 / 1000.0,
+            "server_p50_ms_at_most": server_all[0], "server_p99_ms_at_most": server_all[1], "server_p999_ms_at_most": server_all[2],
+            "server_play_p50_ms_at_most": server_play[0], "server_play_p99_ms_at_most": server_play[1], "server_play_p999_ms_at_most": server_play[2],
+            "baseline_ping_p50_ms": base_all[0], "baseline_ping_p99_ms": base_all[1], "baseline_ping_p999_ms": base_all[2],
+            "baseline_ping_play_p50_ms": base_play[0], "baseline_ping_play_p99_ms": base_play[1], "baseline_ping_play_p999_ms": base_play[2],
+            "cores_in_play": {"server": cores_play[0], "postgres": cores_play[1], "bots": cores_play[2]},
+            "cores_in_arrival": {"server": cores_arrival[0], "postgres": cores_arrival[1], "bots": cores_arrival[2]},
             "hands": s.hands, "hands_per_s": s.hands_per_s, "acts_answered": s.acts_answered,
             "server_cpu_s": cpu.as_secs_f64(), "server_cpu_us_per_act": cpu_per_act_us,
             "bots_passed": ok,

@@ -209,6 +209,8 @@ struct Bot {
     url: usize,
     rng: StdRng,
     pacer: Pacer,
+    /// Seated at least once (the run's steady play waits for every bot).
+    ever_seated: bool,
     turns: TurnBook,
     last_seq: u64,
     /// A snapshot has come: from now on `last_seq` can resume a join.
@@ -282,6 +284,7 @@ impl Bot {
             expect: None,
             retry_at: None,
             heard_at: Instant::now(),
+            ever_seated: false,
             backoff: None,
             history: VecDeque::new(),
         }
@@ -294,6 +297,14 @@ impl Bot {
     fn protocol_error(&self, what: impl std::fmt::Display) {
         self.dump(&what);
         self.shared.stats.protocol_error(&self.cfg.name, what);
+    }
+
+    fn mark_seated(&mut self) {
+        self.seated = true;
+        if !self.ever_seated {
+            self.ever_seated = true;
+            self.shared.stats.seated_once();
+        }
     }
 
     fn apply(&self, fx: Effects) {
@@ -690,7 +701,7 @@ impl Bot {
         self.apply(fx);
         match game["you"].as_u64() {
             Some(seat) if seat == self.cfg.seat => {
-                self.seated = true;
+                self.mark_seated();
                 if self.sit.take().is_some() {
                     self.expect = None;
                     self.asked_snapshot = false;
@@ -818,7 +829,7 @@ impl Bot {
             "already_seated" | "seat_taken" if self.echo_sits > 0 => {
                 self.echo_sits -= 1;
                 if self.sit.take().is_some() {
-                    self.seated = true;
+                    self.mark_seated();
                     self.expect = None;
                     self.asked_snapshot = false;
                     if self.stopping && !self.leave_pending {
@@ -886,7 +897,7 @@ impl Bot {
         let my_seat = v["seat"].as_u64() == Some(self.cfg.seat);
         match v["kind"].as_str().unwrap_or("") {
             "seated" if me => {
-                self.seated = true;
+                self.mark_seated();
                 self.sit = None;
                 self.expect = None;
                 self.asked_snapshot = false;

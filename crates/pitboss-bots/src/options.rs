@@ -23,6 +23,9 @@ server's chip audit.
   --players M         bots per table, 2..=10 (default 4)
   --hands H           stop once H hands have completed over all tables
   --duration SECS     stop after SECS seconds (default 30 if --hands is not given)
+  --warm-up SECS      how long after every bot was first seated steady play
+                      begins, for the latency of acts in play (default 10):
+                      acts before are reported as the arrival's
   --buy-in C          chips each bot sits down with, 40..=200 (default 200)
   --seed S            seed for the bots' action RNG (default: random, printed)
   --timeout-rate F    share of turns left to the server's action clock (default 0.02)
@@ -64,6 +67,7 @@ pub struct Options {
     pub players: usize,
     pub hands: Option<u64>,
     pub duration: Option<Duration>,
+    pub warm_up: Duration,
     pub buy_in: u64,
     pub seed: Option<u64>,
     pub timeout_rate: f64,
@@ -114,6 +118,7 @@ impl Options {
             players: 4,
             hands: None,
             duration: None,
+            warm_up: Duration::from_secs(10),
             buy_in: MAX_BUY_IN,
             seed: None,
             timeout_rate: 0.02,
@@ -151,6 +156,13 @@ impl Options {
                         return Err("--duration must be above 0 and at most a week".into());
                     }
                     o.duration = Some(Duration::from_secs_f64(secs));
+                }
+                "--warm-up" => {
+                    let secs: f64 = number(flag, value()?)?;
+                    if !(secs.is_finite() && (0.0..=86400.0).contains(&secs)) {
+                        return Err("--warm-up must be 0..=86400 seconds".into());
+                    }
+                    o.warm_up = Duration::from_secs_f64(secs);
                 }
                 "--buy-in" => o.buy_in = number(flag, value()?)?,
                 "--seed" => o.seed = Some(number(flag, value()?)?),

@@ -2,11 +2,11 @@
 //! wallets and the chip audit, and the summary printed on stdout.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::bot::BotCfg;
 use crate::shared::Shared;
-use crate::stats::{lock, ms};
+use crate::stats::{lock, ms, Phase};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -207,6 +207,43 @@ pub async fn finish(shared: &Shared, tables: &[String], bots: &[BotCfg], ending:
     line("latency p99", q(0.99));
     line("latency p99.9", q(0.999));
     line("latency max", ms(hist.as_ref().map(|h| h.max)));
+    // The same acts by the part of the run they fell in: the arrival
+    // (every bot connecting, joining and buying in at once, then the
+    // warm-up), steady play, and the wind-down (every bot leaving at once).
+    let phases = stats.latencies();
+    for phase in Phase::ALL {
+        let text = match phases.phase(phase) {
+            Some(h) => format!(
+                "p50 {}, p99 {}, p99.9 {}, max {}, {} acts",
+                ms(h.quantile(0.5)),
+                ms(h.quantile(0.99)),
+                ms(h.quantile(0.999)),
+                ms(Some(h.max)),
+                h.count()
+            ),
+            None => "no acts".into(),
+        };
+        line(&format!("latency {}", phase.name()), text);
+    }
+    // Wall-clock marks as well, so that a harness on the same host can
+    // place its own measurements in the same phases.
+    let mark = |at: Option<Instant>| match at {
+        Some(at) => {
+            let ago = Instant::now().saturating_duration_since(at);
+            let unix_ms = SystemTime::now()
+                .checked_sub(ago)
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis());
+            format!(
+                "after {:.1}s (unix ms {unix_ms})",
+                at.saturating_duration_since(shared.start).as_secs_f64()
+            )
+        }
+        None => "never".into(),
+    };
+    line("every bot seated", mark(stats.all_seated_at()));
+    line("steady play from", mark(stats.play_from()));
+    line("wind-down began", mark(stats.wind_down_at()));
     line("protocol errors", protocol_errors.to_string());
     for e in &early {
         line("  error", e.clone());

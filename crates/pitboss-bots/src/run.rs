@@ -67,6 +67,7 @@ pub async fn run(opts: Options, admin_token: String) -> anyhow::Result<Report> {
     }
     let shared = Arc::new(Shared::new(opts.clone(), admin, urls, results));
     shared.stats.granted.fetch_add(granted, Ordering::Relaxed);
+    shared.stats.set_run(bots.len() as u64, opts.warm_up);
 
     let started = Instant::now();
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -49,6 +49,7 @@ impl Shared {
 
     /// From now on hand ends are judged leniently (see `winding_down`).
     pub fn begin_wind_down(&self) {
+        self.stats.begin_wind_down();
         self.winding_down.store(true, Ordering::Relaxed);
     }
 

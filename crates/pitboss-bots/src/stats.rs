@@ -1,10 +1,10 @@
 //! What the run counts: shared counters and a latency histogram.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
-use crate::turns::Effects;
+use crate::turns::{Answered, Effects};
 
 /// Error lines kept for the summary; the count covers the rest.
 const ERRORS_KEPT: usize = 12;
@@ -57,6 +57,10 @@ impl Histogram {
         }
         self.total += 1;
         self.max = self.max.max(us);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.total
     }
 
     /// The `q` quantile (0..=1) in microseconds; `None` without samples.
@@ -116,7 +120,70 @@ pub struct Stats {
     /// A bot hit something it cannot play through; the run winds down.
     pub fatal: AtomicBool,
     pub errors: Mutex<Vec<String>>,
-    latency: Mutex<Option<Histogram>>,
+    latency: Mutex<Latencies>,
+    /// Bots that have been seated at least once, and when the last of
+    /// `bots` was: play is steady `warm_up` later.
+    ever_seated: AtomicU64,
+    bots: AtomicU64,
+    warm_up: Mutex<Duration>,
+    all_seated_at: OnceLock<Instant>,
+    /// When the run began to wind down (the bots leave).
+    wind_down_at: OnceLock<Instant>,
+}
+
+/// The part of the run an act belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Sent before play was steady: tables filling, every bot connecting,
+    /// joining and buying in at once, and the warm-up after the last seat
+    /// (the first hands of every table dealt and ended in step).
+    Arrival,
+    /// Sent once every bot had been seated and the warm-up had passed,
+    /// answered before the wind-down.
+    Play,
+    /// Answered after the bots were told to stop and leave, all at once.
+    WindDown,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 3] = [Phase::Arrival, Phase::Play, Phase::WindDown];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Arrival => "in arrival",
+            Phase::Play => "in play",
+            Phase::WindDown => "in wind-down",
+        }
+    }
+}
+
+/// Act latencies over the whole run and by phase.
+#[derive(Debug, Clone, Default)]
+pub struct Latencies {
+    pub all: Option<Histogram>,
+    pub arrival: Option<Histogram>,
+    pub play: Option<Histogram>,
+    pub wind_down: Option<Histogram>,
+}
+
+impl Latencies {
+    pub fn phase(&self, p: Phase) -> Option<&Histogram> {
+        match p {
+            Phase::Arrival => self.arrival.as_ref(),
+            Phase::Play => self.play.as_ref(),
+            Phase::WindDown => self.wind_down.as_ref(),
+        }
+    }
+
+    fn record(&mut self, phase: Phase, d: Duration) {
+        let h = match phase {
+            Phase::Arrival => &mut self.arrival,
+            Phase::Play => &mut self.play,
+            Phase::WindDown => &mut self.wind_down,
+        };
+        h.get_or_insert_with(Histogram::new).record(d);
+        self.all.get_or_insert_with(Histogram::new).record(d);
+    }
 }
 
 impl Stats {
@@ -132,22 +199,70 @@ impl Stats {
         self.note(format!("{bot}: {what}"));
     }
 
-    fn record_latency(&self, d: Duration) {
-        self.acts_answered.fetch_add(1, Ordering::Relaxed);
-        lock(&self.latency)
-            .get_or_insert_with(Histogram::new)
-            .record(d);
+    /// How many bots the run has, for [`Stats::seated_once`], and how long
+    /// after the last one's seat play counts as steady.
+    pub fn set_run(&self, bots: u64, warm_up: Duration) {
+        self.bots.store(bots, Ordering::Relaxed);
+        *lock(&self.warm_up) = warm_up;
     }
 
+    /// A bot was seated for the first time.
+    pub fn seated_once(&self) {
+        let n = self.ever_seated.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= self.bots.load(Ordering::Relaxed) {
+            let _ = self.all_seated_at.set(Instant::now());
+        }
+    }
+
+    /// When every bot had been seated at least once.
+    pub fn all_seated_at(&self) -> Option<Instant> {
+        self.all_seated_at.get().copied()
+    }
+
+    /// When steady play began: the warm-up after every bot was seated.
+    pub fn play_from(&self) -> Option<Instant> {
+        let warm_up = *lock(&self.warm_up);
+        self.all_seated_at()?.checked_add(warm_up)
+    }
+
+    pub fn begin_wind_down(&self) {
+        let _ = self.wind_down_at.set(Instant::now());
+    }
+
+    pub fn wind_down_at(&self) -> Option<Instant> {
+        self.wind_down_at.get().copied()
+    }
+
+    /// Which part of the run an act sent at `sent` and answered `took`
+    /// later belongs to.
+    pub fn phase_of(&self, sent: Instant, took: Duration) -> Phase {
+        match (self.play_from(), self.wind_down_at.get()) {
+            (_, Some(&w)) if sent + took >= w => Phase::WindDown,
+            (Some(play), _) if sent >= play => Phase::Play,
+            _ => Phase::Arrival,
+        }
+    }
+
+    fn record_latency(&self, a: Answered) {
+        self.acts_answered.fetch_add(1, Ordering::Relaxed);
+        let phase = self.phase_of(a.sent, a.took);
+        lock(&self.latency).record(phase, a.took);
+    }
+
+    /// The whole run's latencies.
     pub fn latency(&self) -> Option<Histogram> {
+        lock(&self.latency).all.clone()
+    }
+
+    pub fn latencies(&self) -> Latencies {
         lock(&self.latency).clone()
     }
 
     pub fn apply(&self, bot: &str, e: Effects) {
         self.timeouts.fetch_add(e.timeouts, Ordering::Relaxed);
         self.stale.fetch_add(e.stale, Ordering::Relaxed);
-        for d in e.latencies {
-            self.record_latency(d);
+        for a in e.latencies {
+            self.record_latency(a);
         }
         for err in e.errors {
             self.protocol_error(bot, err);
@@ -158,6 +273,51 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_act_belongs_to_the_phase_it_was_sent_and_answered_in() {
+        let stats = Stats::default();
+        let warm_up = Duration::from_millis(20);
+        stats.set_run(2, warm_up);
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let hour = Duration::from_secs(3600);
+        std::thread::sleep(ms(1));
+        assert_eq!(stats.phase_of(t0, ms(1)), Phase::Arrival);
+        stats.seated_once();
+        assert_eq!(stats.all_seated_at(), None, "one bot of two seated");
+        stats.seated_once();
+        let seated = stats.all_seated_at().expect("both seated");
+        let play = stats.play_from().expect("both seated");
+        assert_eq!(play, seated + warm_up);
+        assert_eq!(stats.phase_of(t0, ms(1)), Phase::Arrival, "sent before");
+        assert_eq!(stats.phase_of(seated, ms(1)), Phase::Arrival, "warming up");
+        assert_eq!(stats.phase_of(play, ms(1)), Phase::Play);
+        stats.seated_once();
+        assert_eq!(stats.all_seated_at(), Some(seated), "the first time counts");
+        std::thread::sleep(warm_up);
+        std::thread::sleep(ms(5));
+        stats.begin_wind_down();
+        assert_eq!(stats.phase_of(play, ms(1)), Phase::Play, "answered before");
+        assert_eq!(stats.phase_of(play, hour), Phase::WindDown);
+        assert_eq!(stats.phase_of(t0, hour), Phase::WindDown);
+
+        let a = |sent, took| Answered { sent, took };
+        stats.apply(
+            "b",
+            Effects {
+                latencies: vec![a(t0, ms(1)), a(play, ms(2)), a(play, ms(3)), a(play, hour)],
+                ..Effects::default()
+            },
+        );
+        let l = stats.latencies();
+        let count = |h: Option<&Histogram>| h.map_or(0, Histogram::count);
+        assert_eq!(count(l.all.as_ref()), 4);
+        assert_eq!(count(l.phase(Phase::Arrival)), 1);
+        assert_eq!(count(l.phase(Phase::Play)), 2);
+        assert_eq!(count(l.phase(Phase::WindDown)), 1);
+        assert_eq!(l.phase(Phase::Play).map(|h| h.max), Some(3_000));
+    }
 
     #[test]
     fn histogram_quantiles_are_within_one_percent() {

@@ -51,12 +51,19 @@ struct Turn {
     outcome: Outcome,
 }
 
+/// An act of ours and how long its `action` event took to come back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Answered {
+    pub sent: Instant,
+    pub took: Duration,
+}
+
 /// What the bookkeeping concluded; the caller adds it to the counters.
 #[derive(Debug, Default, PartialEq)]
 pub struct Effects {
     pub timeouts: u64,
     pub stale: u64,
-    pub latencies: Vec<Duration>,
+    pub latencies: Vec<Answered>,
     pub errors: Vec<String>,
 }
 
@@ -92,7 +99,11 @@ impl TurnBook {
     /// A turn leaving memory: its latency is final now.
     fn settle(turn: Turn, fx: &mut Effects) {
         match turn.outcome {
-            Outcome::Answered(d) => fx.latencies.push(d),
+            Outcome::Answered(took) => {
+                if let Some((_, sent)) = turn.sent {
+                    fx.latencies.push(Answered { sent, took });
+                }
+            }
             Outcome::RefusedFirst(code) => fx.errors.push(format!(
                 "act for hand {} refused with {code}, and no time-out explains it",
                 turn.hand
@@ -342,7 +353,11 @@ mod tests {
         let fx = book.hand_over(3, false);
         assert!(fx.errors.is_empty());
         let fx = book.finish();
-        assert_eq!(fx.latencies, vec![Duration::from_millis(2)]);
+        let answered = Answered {
+            sent: t0,
+            took: Duration::from_millis(2),
+        };
+        assert_eq!(fx.latencies, vec![answered]);
     }
 
     #[test]
@@ -441,7 +456,8 @@ mod tests {
         assert_eq!((fx, in_flight), (Effects::default(), true));
         let fx = book.on_action(4, "call", now + Duration::from_millis(3), true);
         assert_eq!(fx, Effects::default());
-        assert_eq!(book.finish().latencies, vec![Duration::from_millis(3)]);
+        let took: Vec<Duration> = book.finish().latencies.iter().map(|a| a.took).collect();
+        assert_eq!(took, vec![Duration::from_millis(3)]);
         // Refused meanwhile: answer the turn again.
         let mut book = TurnBook::default();
         book.open(4, 6);
