@@ -2,7 +2,7 @@
 
 use sqlx::Row;
 
-use super::tx::{cash_out_in, lock_fenced};
+use super::tx::{cash_out_in, first_not_returned, lock_fenced};
 use super::*;
 
 impl Store {
@@ -96,12 +96,30 @@ impl Store {
             i64::try_from(summary.hand).map_err(|_| StoreError::BadAmount("hand number".into()))?;
         let result =
             serde_json::to_value(summary).map_err(|e| StoreError::Inconsistent(e.to_string()))?;
-        // Chips move between seats only: a summary that creates or destroys
-        // chips is refused before it can touch a wallet or a stack (I3).
+        // The seats' columns for the statements below, and their deltas.
+        let n = summary.seats.len();
+        let (mut seats, mut players, mut ends, mut starts) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut moved, mut deltas) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut net: i128 = 0;
         for s in &summary.seats {
-            net += i128::from(delta(s.start_stack, s.end_stack)?);
+            seats.push(i16::from(s.seat));
+            players.push(s.player.0.as_str());
+            ends.push(db_chips(s.end_stack)?);
+            starts.push(db_chips(s.start_stack)?);
+            let d = delta(s.start_stack, s.end_stack)?;
+            net += i128::from(d);
+            if d != 0 {
+                moved.push(s.player.0.as_str());
+                deltas.push(d);
+            }
         }
+        // Chips move between seats only: a summary that creates or destroys
+        // chips is refused before it can touch a wallet or a stack (I3).
         if net != 0 {
             return Err(StoreError::Inconsistent(format!(
                 "hand {} does not conserve chips: stacks change by {net}",
@@ -125,25 +143,6 @@ impl Store {
         // Every seat's stack from its start to its end value in one
         // statement, each row only if it still holds the start value, and
         // the ledger rows of the seats whose stack changed in another.
-        let n = summary.seats.len();
-        let (mut seats, mut players, mut ends, mut starts) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        let (mut moved, mut deltas) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for s in &summary.seats {
-            seats.push(i16::from(s.seat));
-            players.push(s.player.0.as_str());
-            ends.push(db_chips(s.end_stack)?);
-            starts.push(db_chips(s.start_stack)?);
-            let d = delta(s.start_stack, s.end_stack)?;
-            if d != 0 {
-                moved.push(s.player.0.as_str());
-                deltas.push(d);
-            }
-        }
         let updated: Vec<i16> = sqlx::query_scalar(
             "UPDATE seats AS s SET stack = v.end_stack \
              FROM UNNEST($2::int2[], $3::text[], $4::int8[], $5::int8[]) AS v(seat, player, end_stack, start_stack) \
@@ -271,15 +270,13 @@ impl Store {
 /// The refusal of a hand whose seats did not all hold their start stacks:
 /// names the first seat the update did not find as the summary says.
 fn seat_not_at_start(updated: &[i16], summary: &HandSummary) -> StoreError {
-    match summary
-        .seats
-        .iter()
-        .find(|s| !updated.contains(&i16::from(s.seat)))
-    {
-        Some(s) => StoreError::Inconsistent(format!(
-            "seat {} ({}) did not hold {} chips at the start of hand {}",
-            s.seat, s.player.0, s.start_stack, summary.hand
-        )),
-        None => StoreError::Inconsistent(format!("hand {} lists one seat twice", summary.hand)),
-    }
+    StoreError::Inconsistent(
+        match first_not_returned(&summary.seats, |s| s.seat, updated) {
+            Some(s) => format!(
+                "seat {} ({}) did not hold {} chips at the start of hand {}",
+                s.seat, s.player.0, s.start_stack, summary.hand
+            ),
+            None => format!("hand {} lists one seat twice", summary.hand),
+        },
+    )
 }

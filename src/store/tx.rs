@@ -163,15 +163,28 @@ pub(super) async fn cash_out_in(
     if vacated.len() == outs.len() {
         return Ok(());
     }
-    Err(
-        match outs.iter().find(|o| !vacated.contains(&i16::from(o.seat))) {
-            Some(out) => StoreError::Inconsistent(format!(
+    Err(StoreError::Inconsistent(
+        match first_not_returned(outs, |o| o.seat, &vacated) {
+            Some(out) => format!(
                 "seat {} ({}) does not hold {} chips",
                 out.seat, out.player.0, out.stack
-            )),
-            None => StoreError::Inconsistent("a cash-out lists one seat twice".into()),
+            ),
+            None => "a cash-out lists one seat twice".into(),
         },
-    )
+    ))
+}
+
+/// The first of `listed` whose seat a seat-by-seat statement did not
+/// return: the row it did not find as listed. `None` when every seat came
+/// back, and fewer rows than listed means one was listed twice.
+pub(super) fn first_not_returned<'a, T>(
+    listed: &'a [T],
+    seat: impl Fn(&T) -> SeatNo,
+    returned: &[i16],
+) -> Option<&'a T> {
+    listed
+        .iter()
+        .find(|x| !returned.contains(&i16::from(seat(x))))
 }
 
 pub(super) async fn insert_event(
