@@ -12,7 +12,6 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use common::{mint_token, test_db, unique_env, Server, ServerConfig, WsClient, ADMIN_TOKEN};
 use hmac::{Hmac, Mac};
-use play::Player;
 use serde_json::{json, Value};
 use sha2::Sha256;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
@@ -255,24 +254,14 @@ async fn frames_aimed_at_another_players_seat_or_an_unjoined_table_change_nothin
     let db = test_db().await;
     let env = unique_env();
     let server = still_server(&db, &env).await;
-    let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
+    let (t, mut actor, mut waiter, turn) = play::heads_up_first_turn(&server, 100).await;
     server.grant("carol", 1000).await;
     server.grant("dave", 1000).await;
-    let turn = alice
-        .client
-        .recv_event("turn", SECS(10))
-        .await
-        .expect("a turn");
     let (hand, decision, to_act) = (
         turn["hand"].clone(),
         turn["decision"].clone(),
         turn["seat"].clone(),
     );
-    let (actor, waiter): (&mut Player, &mut Player) = if to_act == alice.seat {
-        (&mut alice, &mut bob)
-    } else {
-        (&mut bob, &mut alice)
-    };
     let before = books(&server, &t, &["alice", "bob", "carol", "dave"]).await;
 
     // The waiting player names the actor's seat: the seat comes from the

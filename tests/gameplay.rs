@@ -401,22 +401,11 @@ async fn a_late_act_for_an_old_decision_gets_stale_decision_and_changes_nothing(
             .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
     )
     .await;
-    let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
-    let first = alice
-        .client
-        .recv_event("turn", SECS(10))
-        .await
-        .expect("turn");
+    let (t, mut first_p, mut second_p, first) = play::heads_up_first_turn(&server, 100).await;
     let (hand, d) = (
         first["hand"].clone(),
         first["decision"].as_u64().expect("decision"),
     );
-    let first_seat = first["seat"].as_u64().expect("seat");
-    let (first_p, second_p) = if first_seat == alice.seat {
-        (&mut alice, &mut bob)
-    } else {
-        (&mut bob, &mut alice)
-    };
     // The first to act calls; the turn passes with a new decision.
     first_p
         .client
@@ -507,12 +496,7 @@ async fn a_buy_in_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
     // A lock budget longer than this test waits for the act, so a table that
     // made its act wait behind the buy-in could not answer in time.
     let server = Server::start(patient(ServerConfig::new(&db, &env))).await;
-    let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
-    let first = alice
-        .client
-        .recv_event("turn", SECS(10))
-        .await
-        .expect("the first hand's turn");
+    let (t, mut to_act, mut other, first) = play::heads_up_first_turn(&server, 100).await;
     server.grant("carol", 1000).await;
     server.grant("dave", 1000).await;
     let mut carol = joined(&server, &t, "carol").await;
@@ -538,12 +522,6 @@ async fn a_buy_in_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
     .await;
 
     // The hand goes on meanwhile: an act is answered at once.
-    let first_seat = first["seat"].as_u64().expect("seat");
-    let (to_act, other) = if first_seat == alice.seat {
-        (&mut alice, &mut bob)
-    } else {
-        (&mut bob, &mut alice)
-    };
     let d = first["decision"].as_u64().expect("decision");
     to_act
         .client
@@ -596,12 +574,7 @@ async fn a_hand_that_ends_while_a_buy_in_holds_the_only_pool_connection_records_
             .with_env("PITBOSS__DATABASE__ACQUIRE_TIMEOUT_MS", "1000"),
     )
     .await;
-    let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
-    let first = alice
-        .client
-        .recv_event("turn", SECS(10))
-        .await
-        .expect("the first hand's turn");
+    let (t, mut to_act, _other, first) = play::heads_up_first_turn(&server, 100).await;
     server.grant("carol", 1000).await;
     let mut carol = joined(&server, &t, "carol").await;
 
@@ -610,11 +583,6 @@ async fn a_hand_that_ends_while_a_buy_in_holds_the_only_pool_connection_records_
 
     // The hand ends: its boundary write needs the connection the buy-in
     // holds, and holds the table still until it has one.
-    let to_act = if first["seat"].as_u64() == Some(alice.seat) {
-        &mut alice
-    } else {
-        &mut bob
-    };
     to_act
         .client
         .send(json!({
@@ -627,11 +595,11 @@ async fn a_hand_that_ends_while_a_buy_in_holds_the_only_pool_connection_records_
 
     // The buy-in finishes and hands its connection back, so the hand's
     // result is recorded and told.
-    let ended = alice.client.recv_event("hand_ended", SECS(15)).await;
+    let ended = to_act.client.recv_event("hand_ended", SECS(15)).await;
     assert!(
         ended.is_some(),
         "the hand's result never came: {:?}",
-        alice.client.seen
+        to_act.client.seen
     );
     let seated = carol
         .recv_until(

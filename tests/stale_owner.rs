@@ -145,12 +145,7 @@ async fn a_result_whose_write_is_refused_is_never_told_and_the_hand_is_voided_in
             .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50"),
     )
     .await;
-    let (t, mut alice, mut bob) = play::heads_up(&server, 100).await;
-    let turn = alice
-        .client
-        .recv_event("turn", Duration::from_secs(10))
-        .await
-        .expect("a hand is in progress");
+    let (t, mut actor, mut other, turn) = play::heads_up_first_turn(&server, 100).await;
     let hand = turn["hand"].as_u64().expect("hand");
 
     // A newer owner stamps the table behind this one's back (as after a
@@ -159,17 +154,11 @@ async fn a_result_whose_write_is_refused_is_never_told_and_the_hand_is_voided_in
     db.stamp_behind_owner(&t).await;
 
     // The player to act folds: the hand ends, its write is refused.
-    let to_act = turn["seat"].as_u64().expect("seat");
-    let actor = if to_act == alice.seat {
-        &mut alice
-    } else {
-        &mut bob
-    };
     actor
         .client
         .send(json!({"type": "act", "table": t, "hand": hand, "decision": turn["decision"], "action": "fold"}))
         .await;
-    for p in [&mut alice, &mut bob] {
+    for p in [&mut actor, &mut other] {
         let voided = p
             .client
             .recv_event("hand_voided", Duration::from_secs(5))

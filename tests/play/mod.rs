@@ -249,6 +249,22 @@ pub async fn heads_up(server: &Server, buy_in: u64) -> (String, Player, Player) 
     (t, alice, bob)
 }
 
+/// A heads-up table (`heads_up`) and its first hand's first `turn`: the
+/// player the turn names, the other player, and the event.
+pub async fn heads_up_first_turn(server: &Server, buy_in: u64) -> (String, Player, Player, Value) {
+    let (t, mut alice, bob) = heads_up(server, buy_in).await;
+    let turn = alice
+        .client
+        .recv_event("turn", Duration::from_secs(10))
+        .await
+        .expect("the first hand's turn");
+    if turn["seat"].as_u64() == Some(alice.seat) {
+        (t, alice, bob, turn)
+    } else {
+        (t, bob, alice, turn)
+    }
+}
+
 /// What `p` was told across a pause: never `frozen`, a `paused` with
 /// `reason`, and later a `resumed`. Returns where the first `paused` and the
 /// `resumed` after it stand in what it saw.
