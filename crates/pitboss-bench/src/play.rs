@@ -16,14 +16,14 @@
 //!   judged on these acts;
 //! - **wind-down**: acts answered after every bot was told to leave at once.
 //!
-//! Every phase is printed, and the whole run beside them. Beside it, the baseline: a WebSocket ping → pong through the same
-//! server at the same time, on a connection of the bench's own (the same
-//! sockets, worker threads and session actors, without the table), and the
-//! server's own histogram (act read → frames queued), read every second so
-//! that both can be shown for steady play as well as for the whole run.
-//! Server CPU per act is the instance's CPU time over the run divided by the acts
-//! answered (it includes the tables' creation and the buy-ins, so it is an
-//! upper bound).
+//! Every phase is printed, and the whole run beside them. Beside it, the
+//! baseline: a WebSocket ping → pong through the same server at the same
+//! time, on a connection of the bench's own (the same sockets, worker
+//! threads and session actors, without the table), and the server's own
+//! histogram (act read → frames queued), read every second so that both can
+//! be shown for steady play as well as for the whole run. Server CPU per act
+//! is the instance's CPU time over the run divided by the acts answered (it
+//! includes the tables' creation and the buy-ins, so it is an upper bound).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -126,11 +126,8 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
 struct BotsSummary {
     hands: f64,
     hands_per_s: f64,
-    acts_answered: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-    p999_ms: f64,
-    max_ms: f64,
+    /// Act latencies over the whole run (`acts` = the acts answered).
+    whole: PhaseFigures,
     /// The same acts by phase: in arrival, in play, in wind-down.
     phases: [PhaseFigures; 3],
     /// Seconds into the bots' run when every bot had been seated, and the
@@ -218,11 +215,13 @@ fn parse_summary(text: &str) -> BotsSummary {
     BotsSummary {
         hands: number("hands"),
         hands_per_s: number("hands/s"),
-        acts_answered: answered,
-        p50_ms: number("latency p50"),
-        p99_ms: number("latency p99"),
-        p999_ms: number("latency p99.9"),
-        max_ms: number("latency max"),
+        whole: PhaseFigures {
+            p50_ms: number("latency p50"),
+            p99_ms: number("latency p99"),
+            p999_ms: number("latency p99.9"),
+            max_ms: number("latency max"),
+            acts: answered,
+        },
         phases: PHASES.map(|p| {
             field(&format!("latency {p}")).map_or_else(PhaseFigures::default, PhaseFigures::parse)
         }),
@@ -257,9 +256,7 @@ async fn ping_baseline(
             _ = tick.tick() => {}
         }
         let sent = Instant::now();
-        let sent_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
+        let sent_ms = unix_now_ms();
         ws.send(Message::Ping(b"bench".to_vec())).await?;
         let pong = async {
             loop {
@@ -522,7 +519,7 @@ async fn one_count(
             .map(|x| x.1)
             .collect(),
     );
-    let cpu_per_act_us = cpu.as_secs_f64() * 1e6 / s.acts_answered;
+    let cpu_per_act_us = cpu.as_secs_f64() * 1e6 / s.whole.acts;
     let play = s.phases[1];
     println!(
         "  {n} tables × {}: every bot seated after {:.1} s; after {} s of warm-up, {:.1} s of steady play",
@@ -550,16 +547,7 @@ async fn one_count(
     );
     row("in arrival", &s.phases[0]);
     row("in wind-down", &s.phases[2]);
-    row(
-        "whole run",
-        &PhaseFigures {
-            p50_ms: s.p50_ms,
-            p99_ms: s.p99_ms,
-            p999_ms: s.p999_ms,
-            max_ms: s.max_ms,
-            acts: s.acts_answered,
-        },
-    );
+    row("whole run", &s.whole);
     println!(
         "    baseline ping → pong: in play p50 {:6.2} ms  p99 {:6.2} ms  p99.9 {:6.2} ms;  whole run p50 {:6.2} ms  p99 {:6.2} ms  p99.9 {:6.2} ms",
         base_play[0], base_play[1], base_play[2], base_all[0], base_all[1], base_all[2]
@@ -584,14 +572,14 @@ async fn one_count(
         s.hands_per_s,
         s.hands,
         cpu_per_act_us,
-        s.acts_answered,
+        s.whole.acts,
         cpu.as_secs_f64(),
     );
     Ok((
         json!({
             "figure": "act_to_broadcast", "tables": n, "players": o.players,
             "duration_s": o.duration, "settings": o.set.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
-            "p50_ms": s.p50_ms, "p99_ms": s.p99_ms, "p999_ms": s.p999_ms, "max_ms": s.max_ms,
+            "p50_ms": s.whole.p50_ms, "p99_ms": s.whole.p99_ms, "p999_ms": s.whole.p999_ms, "max_ms": s.whole.max_ms,
             "play": play.json(), "arrival": s.phases[0].json(), "wind_down": s.phases[2].json(),
             "all_seated_after_s": s.all_seated_s, "warm_up_s": o.warm_up, "play_s": until.saturating_sub(from) as f64 / 1000.0,
             "server_p50_ms_at_most": server_all[0], "server_p99_ms_at_most": server_all[1], "server_p999_ms_at_most": server_all[2],
@@ -600,10 +588,93 @@ async fn one_count(
             "baseline_ping_play_p50_ms": base_play[0], "baseline_ping_play_p99_ms": base_play[1], "baseline_ping_play_p999_ms": base_play[2],
             "cores_in_play": {"server": cores_play[0], "postgres": cores_play[1], "bots": cores_play[2]},
             "cores_in_arrival": {"server": cores_arrival[0], "postgres": cores_arrival[1], "bots": cores_arrival[2]},
-            "hands": s.hands, "hands_per_s": s.hands_per_s, "acts_answered": s.acts_answered,
+            "hands": s.hands, "hands_per_s": s.hands_per_s, "acts_answered": s.whole.acts,
             "server_cpu_s": cpu.as_secs_f64(), "server_cpu_us_per_act": cpu_per_act_us,
             "bots_passed": ok,
         }),
         ok,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A summary as `pitboss-bots` printed it (docs/bots.md).
+    const SUMMARY: &str =
+        "pitboss-bots: run 86e8f5, seed 8675225382233852051, http://127.0.0.1:9124
+hands: 9
+hands/s: 0.2
+actions: 83 sent, 83 answered
+latency p50: 0.19 ms
+latency p99: 0.50 ms
+latency p99.9: 0.50 ms
+latency max: 0.50 ms
+latency in arrival: p50 0.18 ms, p99 0.50 ms, p99.9 0.50 ms, max 0.50 ms, 38 acts
+latency in play: p50 0.20 ms, p99 0.45 ms, p99.9 0.45 ms, max 0.45 ms, 45 acts
+latency in wind-down: no acts
+every bot seated: after 0.1s (unix ms 1796379832523)
+steady play from: after 5.1s (unix ms 1796379837523)
+wind-down began: after 20.0s (unix ms 1796379852410)
+result: ok
+";
+
+    #[test]
+    fn the_bots_summary_is_read_whole_and_by_phase() {
+        let s = parse_summary(SUMMARY);
+        assert_eq!((s.hands, s.hands_per_s), (9.0, 0.2));
+        assert_eq!(
+            (
+                s.whole.p50_ms,
+                s.whole.p99_ms,
+                s.whole.p999_ms,
+                s.whole.max_ms,
+                s.whole.acts
+            ),
+            (0.19, 0.50, 0.50, 0.50, 83.0)
+        );
+        let [arrival, play, wind_down] = s.phases;
+        assert_eq!((arrival.p50_ms, arrival.acts), (0.18, 38.0));
+        assert_eq!(
+            (
+                play.p50_ms,
+                play.p99_ms,
+                play.p999_ms,
+                play.max_ms,
+                play.acts
+            ),
+            (0.20, 0.45, 0.45, 0.45, 45.0)
+        );
+        assert_eq!(wind_down.acts, 0.0);
+        assert!(wind_down.p99_ms.is_nan());
+        assert_eq!(s.all_seated_s, 0.1);
+        assert_eq!(
+            (s.play_from_ms, s.play_until_ms),
+            (Some(1796379837523), Some(1796379852410))
+        );
+        assert_eq!(s.result, "ok");
+    }
+
+    #[test]
+    fn a_window_is_the_difference_of_its_first_and_last_sample_inside() {
+        let at = |at_ms: u128, count: f64, cpu: f64| Sample {
+            at_ms,
+            buckets: vec![(0.001, count), (f64::INFINITY, count)],
+            cpu: [cpu; 3],
+        };
+        let samples = [
+            at(1_000, 5.0, 1.0),
+            at(2_000, 7.0, 1.5),
+            at(3_000, 17.0, 2.5),
+            at(4_000, 30.0, 4.0),
+        ];
+        let (a, b) = window(&samples, 1_500, 3_500).expect("two samples inside");
+        assert_eq!((a.at_ms, b.at_ms), (2_000, 3_000));
+        assert_eq!(
+            bucket_difference(&b.buckets, &a.buckets),
+            vec![(0.001, 10.0), (f64::INFINITY, 10.0)]
+        );
+        assert_eq!(cores(a, b), [1.0; 3], "one CPU second in one second");
+        assert!(window(&samples, 1_500, 2_500).is_none(), "one sample only");
+    }
 }

@@ -1,6 +1,6 @@
 //! What every bot of a run shares, and how it judges a turn's deadline.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::admin::Admin;
@@ -27,9 +27,6 @@ pub struct Shared {
     clock_offset_ms: AtomicI64,
     /// The longest action clock seen in a `turn`, in ms (0 = none yet).
     action_clock_ms: AtomicU64,
-    /// Set just before the bots are told to stop, so that a bot which has
-    /// not noticed the stop yet already judges hand ends leniently.
-    winding_down: AtomicBool,
 }
 
 impl Shared {
@@ -43,18 +40,18 @@ impl Shared {
             start: Instant::now(),
             clock_offset_ms: AtomicI64::new(i64::MAX),
             action_clock_ms: AtomicU64::new(0),
-            winding_down: AtomicBool::new(false),
         }
     }
 
-    /// From now on hand ends are judged leniently (see `winding_down`).
+    /// Called just before the bots are told to stop, so that a bot which
+    /// has not noticed the stop yet already judges hand ends leniently; the
+    /// acts answered from now on are the wind-down's.
     pub fn begin_wind_down(&self) {
         self.stats.begin_wind_down();
-        self.winding_down.store(true, Ordering::Relaxed);
     }
 
     pub fn winding_down(&self) -> bool {
-        self.winding_down.load(Ordering::Relaxed)
+        self.stats.wind_down_at().is_some()
     }
 
     pub fn action_clock(&self) -> Duration {

@@ -121,11 +121,11 @@ pub struct Stats {
     pub fatal: AtomicBool,
     pub errors: Mutex<Vec<String>>,
     latency: Mutex<Latencies>,
-    /// Bots that have been seated at least once, and when the last of
-    /// `bots` was: play is steady `warm_up` later.
+    /// The run's bots and warm-up ([`Stats::set_run`]), how many bots have
+    /// been seated at least once, and when the last of them was: play is
+    /// steady the warm-up later.
+    run: OnceLock<(u64, Duration)>,
     ever_seated: AtomicU64,
-    bots: AtomicU64,
-    warm_up: Mutex<Duration>,
     all_seated_at: OnceLock<Instant>,
     /// When the run began to wind down (the bots leave).
     wind_down_at: OnceLock<Instant>,
@@ -161,27 +161,18 @@ impl Phase {
 #[derive(Debug, Clone, Default)]
 pub struct Latencies {
     pub all: Option<Histogram>,
-    pub arrival: Option<Histogram>,
-    pub play: Option<Histogram>,
-    pub wind_down: Option<Histogram>,
+    by_phase: [Option<Histogram>; 3],
 }
 
 impl Latencies {
     pub fn phase(&self, p: Phase) -> Option<&Histogram> {
-        match p {
-            Phase::Arrival => self.arrival.as_ref(),
-            Phase::Play => self.play.as_ref(),
-            Phase::WindDown => self.wind_down.as_ref(),
-        }
+        self.by_phase[p as usize].as_ref()
     }
 
     fn record(&mut self, phase: Phase, d: Duration) {
-        let h = match phase {
-            Phase::Arrival => &mut self.arrival,
-            Phase::Play => &mut self.play,
-            Phase::WindDown => &mut self.wind_down,
-        };
-        h.get_or_insert_with(Histogram::new).record(d);
+        self.by_phase[phase as usize]
+            .get_or_insert_with(Histogram::new)
+            .record(d);
         self.all.get_or_insert_with(Histogram::new).record(d);
     }
 }
@@ -200,16 +191,16 @@ impl Stats {
     }
 
     /// How many bots the run has, for [`Stats::seated_once`], and how long
-    /// after the last one's seat play counts as steady.
+    /// after the last one's seat play counts as steady. Set once, before
+    /// the bots start.
     pub fn set_run(&self, bots: u64, warm_up: Duration) {
-        self.bots.store(bots, Ordering::Relaxed);
-        *lock(&self.warm_up) = warm_up;
+        let _ = self.run.set((bots, warm_up));
     }
 
     /// A bot was seated for the first time.
     pub fn seated_once(&self) {
         let n = self.ever_seated.fetch_add(1, Ordering::Relaxed) + 1;
-        if n >= self.bots.load(Ordering::Relaxed) {
+        if self.run.get().is_some_and(|&(bots, _)| n >= bots) {
             let _ = self.all_seated_at.set(Instant::now());
         }
     }
@@ -221,7 +212,7 @@ impl Stats {
 
     /// When steady play began: the warm-up after every bot was seated.
     pub fn play_from(&self) -> Option<Instant> {
-        let warm_up = *lock(&self.warm_up);
+        let &(_, warm_up) = self.run.get()?;
         self.all_seated_at()?.checked_add(warm_up)
     }
 
