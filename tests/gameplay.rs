@@ -166,15 +166,13 @@ async fn players_play_hands_to_showdown_and_fold_out_and_postgres_agrees() {
         .await
         .expect("alice left");
     let stack = left["stack"].as_u64().expect("stack");
-    // The cash-out is written right after the event goes out.
-    let credited = common::eventually(SECS(5), Duration::from_millis(50), || async {
-        let (status, wallet) = server.admin_get("/admin/players/alice").await;
-        status == 200 && wallet["balance"].as_u64() == Some(1000 - 100 + stack)
-    })
-    .await;
-    assert!(
-        credited,
-        "alice's wallet is 1000 - 100 + {stack} after {left}"
+    // `left` is told only once Postgres has recorded the cash-out.
+    let (status, wallet) = server.admin_get("/admin/players/alice").await;
+    assert_eq!(status, 200, "{wallet}");
+    assert_eq!(
+        wallet["balance"].as_u64(),
+        Some(1000 - 100 + stack),
+        "alice's wallet after {left}"
     );
     let audit = server.audit().await;
     assert_eq!(audit["delta"], 0, "{audit}");
@@ -558,6 +556,103 @@ async fn a_buy_in_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
     assert!(seated.is_some(), "carol was not seated: {:?}", carol.seen);
     let seats = db_stacks(&pool, &t).await;
     assert_eq!(seats.get(&4), Some(&100), "{seats:?}");
+    let audit = server.audit().await;
+    assert_eq!(audit["delta"], 0, "{audit}");
+}
+
+#[tokio::test]
+async fn a_cash_out_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
+    let db = test_db().await;
+    let env = unique_env();
+    let server = Server::start(patient(ServerConfig::new(&db, &env))).await;
+    let (t, mut to_act, mut other, first) = play::heads_up_first_turn(&server, 100).await;
+    server.grant("carol", 1000).await;
+    server.grant("dave", 1000).await;
+    let pool = db.pool().await;
+
+    // Carol sits during the hand, so she is not dealt into it.
+    let mut carol = joined(&server, &t, "carol").await;
+    carol
+        .send(json!({"type": "sit", "table": t, "seat": 4, "buy_in": 100}))
+        .await;
+    let seated = carol
+        .recv_until(
+            |v| v["kind"] == "seated" && v["player"] == "carol",
+            SECS(10),
+        )
+        .await;
+    assert!(seated.is_some(), "carol was not seated: {:?}", carol.seen);
+    let mut dave = joined(&server, &t, "dave").await;
+
+    // Her cash-out waits on the table's row, held elsewhere.
+    let lock = db.lock_table_row(&t).await;
+    carol.send(json!({"type": "leave", "table": t})).await;
+    assert!(
+        db.one_waits_for_a_lock().await,
+        "carol's cash-out never waited on the row lock"
+    );
+
+    // Her seat stays hers until the cash-out is recorded.
+    expect_error(
+        &mut dave,
+        json!({"type": "sit", "table": t, "seat": 4, "buy_in": 100}),
+        "seat_taken",
+    )
+    .await;
+
+    // The hand goes on meanwhile: the fold that ends it is told at once
+    // (its result waits for Postgres, like any hand's).
+    to_act
+        .client
+        .send(json!({
+            "type": "act", "table": t, "hand": first["hand"],
+            "decision": first["decision"], "action": "fold"
+        }))
+        .await;
+    let folded = other
+        .client
+        .recv_until(
+            |v| v["kind"] == "action" && v["action"] == "fold" && v["hand"] == first["hand"],
+            SECS(5),
+        )
+        .await;
+    assert!(
+        folded.is_some(),
+        "the act waited behind the cash-out: {:?}",
+        other.client.seen
+    );
+    assert!(
+        !carol.seen.iter().any(|v| v["kind"] == "left"),
+        "carol was told she left before Postgres recorded it: {:?}",
+        carol.seen
+    );
+
+    // Once the row is free the cash-out lands: she is told, her chips are
+    // in her wallet, and the next hand is dealt without her seat.
+    lock.rollback().await.expect("release the row");
+    let left = carol
+        .recv_until(|v| v["kind"] == "left" && v["player"] == "carol", SECS(10))
+        .await;
+    assert!(left.is_some(), "carol never left: {:?}", carol.seen);
+    let (status, wallet) = server.admin_get("/admin/players/carol").await;
+    assert_eq!(status, 200, "{wallet}");
+    assert_eq!(wallet["balance"], 1000, "{wallet}");
+    assert!(!db_stacks(&pool, &t).await.contains_key(&4));
+    let next = other
+        .client
+        .recv_until(
+            |v| v["kind"] == "hand_started" && v["hand"].as_u64() > first["hand"].as_u64(),
+            SECS(10),
+        )
+        .await
+        .unwrap_or_else(|| panic!("no next hand: {:?}", other.client.seen));
+    let dealt: Vec<u64> = next["seats"]
+        .as_array()
+        .expect("seats")
+        .iter()
+        .filter_map(|s| s["seat"].as_u64())
+        .collect();
+    assert!(!dealt.contains(&4), "a vacated seat was dealt in: {next}");
     let audit = server.audit().await;
     assert_eq!(audit["delta"], 0, "{audit}");
 }

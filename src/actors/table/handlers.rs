@@ -123,7 +123,7 @@ impl Handler<Sit> for Table {
             act.buying_in.remove(&msg.seat);
             let told = act.bought_in(res, cmd, fence, ctx);
             // A drain or an idle release waits for buy-ins in flight.
-            act.after_buy_in(ctx);
+            act.after_side_write(ctx);
             told
         }))
     }
@@ -253,11 +253,10 @@ impl Handler<Leave> for Table {
     fn handle(&mut self, msg: Leave, ctx: &mut Self::Context) -> Self::Result {
         let _g = self.span.clone().entered();
         let seat = self.live_seat_of(&msg.player)?;
-        // Between hands the seat is vacated at once (and `advance` cashes it
-        // out); during a hand the rules fold the player and vacate the seat
-        // at the hand's end, when the boundary write cashes it out.
-        let events = self.apply(Command::Leave { seat }, ctx)?;
-        self.advance(events, ctx);
+        // Dealt into the hand in progress: folded now, cashed out by the
+        // hand's own write. Otherwise cashed out beside the hand, and the
+        // seat vacated once Postgres has recorded it (see `cash_out`).
+        self.stand_up(seat, ctx)?;
         Ok(())
     }
 }

@@ -9,7 +9,7 @@ use tracing::{error, info, warn};
 
 use super::fanout::Dismissal;
 use super::{note_stale_write, Phase, ReassertLease, Table};
-use crate::game::{Command, PlayerId, SeatNo};
+use crate::game::{PlayerId, SeatNo};
 use crate::instruments;
 use crate::protocol::{ClientError, ServerFrame};
 use crate::store::StoreError;
@@ -197,8 +197,12 @@ impl Table {
     }
 
     pub(super) fn finish_drain(&mut self, ctx: &mut Context<Self>) {
-        // A buy-in in flight finishes first (`after_buy_in` comes back here).
-        if self.phase != Phase::Draining || !self.buying_in.is_empty() {
+        // Buy-ins and cash-outs in flight finish first (`after_side_write`
+        // comes back here).
+        if self.phase != Phase::Draining
+            || !self.buying_in.is_empty()
+            || !self.cashing_out.is_empty()
+        {
             return;
         }
         self.set_phase(Phase::Stopping);
@@ -209,8 +213,9 @@ impl Table {
         self.record_and_stop(farewell, ctx);
     }
 
-    /// A buy-in has an outcome: a drain that waited for it goes on.
-    pub(super) fn after_buy_in(&mut self, ctx: &mut Context<Self>) {
+    /// A buy-in or a cash-out has an outcome: a drain that waited for it
+    /// goes on.
+    pub(super) fn after_side_write(&mut self, ctx: &mut Context<Self>) {
         if self.phase == Phase::Draining && !self.game.hand_in_progress() && !self.writing {
             self.finish_drain(ctx);
         }
@@ -260,9 +265,8 @@ impl Table {
             };
             let _g = self.span.clone().entered();
             info!(player = %player.0, seat, "reconnect window passed; standing the player up");
-            match self.apply(Command::Leave { seat }, ctx) {
-                Ok(events) => self.advance(events, ctx),
-                Err(e) => warn!(error = %e, "could not stand up an absent player"),
+            if let Err(e) = self.stand_up(seat, ctx) {
+                warn!(error = %e, "could not stand up an absent player");
             }
             if self.writing {
                 break;

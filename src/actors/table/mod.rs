@@ -3,10 +3,12 @@
 //!
 //! - [`handlers`]: the messages sessions and the manager send it;
 //! - [`play`]: the hand flow (rules, action clock, boundary writes, deals);
+//! - [`cash_out`]: standing players up, and cash-outs beside the hand;
 //! - [`fanout`]: subscribers, history, replay, snapshots, backlog;
 //! - [`lifecycle`]: freeze, drain, idle release, absent players, deadline;
 //! - [`timers`]: the one-shot deadlines, armed only while something is due.
 
+mod cash_out;
 mod fanout;
 mod handlers;
 mod lifecycle;
@@ -119,6 +121,10 @@ pub struct Table {
     writing: bool,
     /// Buy-ins in flight: the seats they reserve, and for whom.
     buying_in: HashMap<SeatNo, PlayerId>,
+    /// Cash-outs in flight: the seats they vacate once recorded, and whose.
+    cashing_out: HashMap<SeatNo, PlayerId>,
+    /// A deal came due while a cash-out was in flight; it goes once none is.
+    deal_held: bool,
     /// When this table last asked the manager to re-assert its lease.
     reassert_asked: Option<Instant>,
     /// Players were told `paused` because a boundary write is being
@@ -184,6 +190,8 @@ impl Table {
             action_deadline_ms: None,
             writing: false,
             buying_in: HashMap::new(),
+            cashing_out: HashMap::new(),
+            deal_held: false,
             reassert_asked: None,
             moving_to: None,
             write_pause_told: false,

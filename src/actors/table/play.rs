@@ -361,6 +361,12 @@ impl Table {
         if self.phase != Phase::Open || !self.game.can_start_hand() {
             return;
         }
+        // A seat being cashed out must not be dealt in: the deal goes once
+        // its cash-out has an outcome (`after_cash_out`).
+        if !self.cashing_out.is_empty() {
+            self.deal_held = true;
+            return;
+        }
         // The hand is prepared on a copy first, so that the lease check
         // below is the last step before it exists anywhere: a process
         // stopped (SIGSTOP) or descheduled between the check and the deal
@@ -447,7 +453,7 @@ impl Table {
 pub(super) type Write = Rc<dyn Fn(bool) -> LocalBoxFuture<'static, Result<(), StoreError>>>;
 
 /// 0 before the first try, then 100 ms doubling up to 2 s.
-fn retry_backoff(tries: u32) -> Duration {
+pub(super) fn retry_backoff(tries: u32) -> Duration {
     if tries == 0 {
         return Duration::ZERO;
     }
@@ -457,7 +463,7 @@ fn retry_backoff(tries: u32) -> Duration {
 
 /// A retried cash-out whose seats are already vacated was committed by an
 /// earlier try whose answer was lost: that is its success.
-async fn settled_on_retry(
+pub(super) async fn settled_on_retry(
     rt: &Runtime,
     id: &TableId,
     outs: &[CashOut],

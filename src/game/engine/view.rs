@@ -21,6 +21,12 @@ impl Game {
         self.hand.is_some()
     }
 
+    /// Whether `seat` was dealt into the hand in progress (folded or not):
+    /// such a seat is vacated only when the hand ends.
+    pub fn dealt_in(&self, seat: SeatNo) -> bool {
+        self.hand.as_ref().is_some_and(|h| h.player(seat).is_some())
+    }
+
     pub fn to_act(&self) -> Option<SeatNo> {
         self.hand.as_ref().and_then(|h| h.to_act)
     }

@@ -1,0 +1,174 @@
+//! Standing players up. A seat dealt into the hand in progress is folded at
+//! once and vacated by the hand's own write when it ends; any other seat
+//! (between hands, busted, seated mid-hand) is cashed out beside the
+//! table's other work, and vacated, with its `left` told, once Postgres has
+//! recorded the cash-out. Acts at the table never wait behind a cash-out.
+
+use actix::prelude::*;
+use tracing::{error, info, warn, Instrument};
+
+use super::play::{retry_backoff, settled_on_retry};
+use super::{Phase, Table};
+use crate::game::{Command, EventKind, RuleError, SeatNo};
+use crate::instruments;
+use crate::store::{CashOut, StoreError};
+use crate::types::{Fence, FreezeReason};
+
+impl Table {
+    /// Stands the player at `seat` up (a `leave`, or a reconnect window
+    /// that ran out). A second stand-up while the first is in flight is the
+    /// same stand-up.
+    pub(super) fn stand_up(
+        &mut self,
+        seat: SeatNo,
+        ctx: &mut Context<Self>,
+    ) -> Result<(), RuleError> {
+        if self.cashing_out.contains_key(&seat) {
+            return Ok(());
+        }
+        if self.game.dealt_in(seat) {
+            let events = self.apply(Command::Leave { seat }, ctx)?;
+            self.advance(events, ctx);
+            return Ok(());
+        }
+        let Some(info) = self.game.seats().into_iter().find(|s| s.seat == seat) else {
+            return Err(RuleError::NotSeated);
+        };
+        let out = CashOut {
+            seat,
+            player: info.player,
+            stack: info.stack,
+        };
+        self.cashing_out.insert(seat, out.player.clone());
+        self.cash_out(out, self.fence, false, ctx);
+        Ok(())
+    }
+
+    /// Runs one seat's cash-out as a task of its own, not in the table's
+    /// context: a boundary write holds the context still (`ctx.wait`), and a
+    /// cash-out left unpolled meanwhile would keep its pool connection from
+    /// the very write that waits for one. A transient failure is tried again
+    /// with backoff for as long as the lease has not been given up (an
+    /// earlier try may have committed: `settled_on_retry` tells).
+    ///
+    /// The seat stays occupied in the rules meanwhile, so nobody else sits
+    /// there and no hand is dealt (`deal` waits for it): the seat's chips
+    /// never play while Postgres may already have paid them out.
+    fn cash_out(&mut self, out: CashOut, fence: Fence, retried: bool, ctx: &mut Context<Self>) {
+        let (rt, clock, id) = (self.rt.clone(), self.clock.clone(), self.id.clone());
+        let outs = vec![out.clone()];
+        let task = actix_rt::spawn(
+            async move {
+                let mut tries: u32 = 0;
+                loop {
+                    let backoff = retry_backoff(tries);
+                    if !backoff.is_zero() {
+                        tokio::time::sleep(backoff).await;
+                    }
+                    let retry = retried || tries > 0;
+                    let res = rt.store.cash_out(&id, fence, &outs).await;
+                    match settled_on_retry(&rt, &id, &outs, retry, res).await {
+                        Err(e) if e.is_transient() && !clock.is_revoked() => {
+                            metrics::counter!(instruments::STORE_WRITE_RETRIES).increment(1);
+                            tries = tries.saturating_add(1);
+                            warn!(event = "store_write_retry", error = %e, tries, "cash-out failed; trying again");
+                        }
+                        other => return other,
+                    }
+                }
+            }
+            .instrument(self.span.clone()),
+        );
+        let fut = async move {
+            match task.await {
+                Ok(res) => res,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // Only when the arbiter stops, with the process.
+                Err(_) => Err(StoreError::Db(sqlx::Error::PoolClosed)),
+            }
+        };
+        ctx.spawn(
+            fut.into_actor(self)
+                .map(move |res, act, ctx| act.cashed_out(out, fence, res, ctx)),
+        );
+    }
+
+    /// A cash-out has an outcome: a recorded one vacates the seat and tells
+    /// its `left`; a refused one is the table's to answer.
+    fn cashed_out(
+        &mut self,
+        out: CashOut,
+        fence: Fence,
+        res: Result<(), StoreError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let _g = self.span.clone().entered();
+        match res {
+            // The table moved to a new fence of its own (a re-assert) while
+            // the cash-out carried the old one: nothing was recorded by that
+            // try, and nobody else owns the table; the cash-out goes again.
+            Err(StoreError::StaleOwnerBoundaryWrite { .. })
+                if self.fence != fence
+                    && !matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) =>
+            {
+                info!(
+                    seat = out.seat,
+                    "cash-out carried an older fence of this table; trying again"
+                );
+                self.cash_out(out, self.fence, true, ctx);
+                return;
+            }
+            Err(e) => {
+                self.cashing_out.remove(&out.seat);
+                self.on_write_error(e, ctx);
+                return;
+            }
+            Ok(()) => {}
+        }
+        self.cashing_out.remove(&out.seat);
+        if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
+            // Recorded, but this copy no longer deals: whoever hosts the
+            // table next finds the seat empty in Postgres.
+            return;
+        }
+        let Ok(events) = self.apply(Command::Leave { seat: out.seat }, ctx) else {
+            error!(
+                seat = out.seat,
+                "the rules refused a leave already paid out; freezing"
+            );
+            self.freeze(FreezeReason::InternalError, ctx);
+            return;
+        };
+        let told = events.iter().any(|e| {
+            matches!(&e.kind, EventKind::Left { seat, player, stack }
+                if *seat == out.seat && *player == out.player && *stack == out.stack)
+        });
+        if !told {
+            error!(
+                seat = out.seat,
+                "the seat left with other chips than were paid out; freezing"
+            );
+            self.freeze(FreezeReason::InternalError, ctx);
+            return;
+        }
+        self.absent.remove(&out.player);
+        self.broadcast(events);
+        self.after_cash_out(ctx);
+    }
+
+    /// What waited for cash-outs goes on once none is in flight: the deal
+    /// they held, the idle release, a drain.
+    fn after_cash_out(&mut self, ctx: &mut Context<Self>) {
+        if self.game.seats().is_empty() {
+            self.empty_since.get_or_insert_with(std::time::Instant::now);
+            self.arm_idle(ctx);
+        }
+        if !self.cashing_out.is_empty() {
+            return;
+        }
+        if std::mem::take(&mut self.deal_held) {
+            self.deal(ctx);
+        }
+        self.after_side_write(ctx);
+    }
+}
