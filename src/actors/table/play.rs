@@ -107,6 +107,8 @@ impl Table {
                 self.action_deadline_ms = None;
                 self.write_boundary(left, result, ctx);
             }
+            // Stand-ups are cashed out before their `left` (see `cash_out`);
+            // any other vacating event is written here, holding the table.
             None if !left.is_empty() => self.write_cash_outs(left, ctx),
             None => {}
         }
