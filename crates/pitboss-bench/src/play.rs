@@ -529,6 +529,9 @@ async fn one_count(
         until.saturating_sub(from) as f64 / 1000.0
     );
     let row = |what: &str, f: &PhaseFigures| {
+        if f.acts == 0.0 {
+            return println!("    act → broadcast {what:<14} no acts");
+        }
         println!(
             "    act → broadcast {what:<14} p50 {:7.2} ms  p99 {:7.2} ms  p99.9 {:7.2} ms  max {:7.2} ms  ({:.0} acts)",
             f.p50_ms, f.p99_ms, f.p999_ms, f.max_ms, f.acts
