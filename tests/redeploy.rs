@@ -453,3 +453,48 @@ async fn a_drain_waits_for_a_buy_in_in_flight_and_the_player_is_seated_where_the
     assert_eq!(seats.get(&3), Some(&100), "{seats:?}");
     assert_eq!(b.audit().await["delta"], 0);
 }
+
+#[tokio::test]
+async fn a_drain_waits_for_a_cash_out_in_flight_and_the_seat_is_empty_where_the_table_goes() {
+    let Setup { db, a, b, .. } = setup(60_000, 1_000).await;
+    let t = play::new_table(&a).await;
+    a.grant("carol", 1000).await;
+    // Alone at the table: no hand is dealt, so her leave cashes out at once.
+    let mut carol = Player::sit(&a, &t, "carol", 3, 100).await;
+
+    // Carol's cash-out waits on the table's row; then A is told to drain.
+    let lock = db.lock_table_row(&t).await;
+    carol
+        .client
+        .send(json!({"type": "leave", "table": t}))
+        .await;
+    let pool = db.pool().await;
+    let waiting = db.one_waits_for_a_lock().await;
+    assert!(waiting, "the cash-out never waited on the row lock");
+    a.sigterm();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        a.is_running(),
+        "A stopped before the cash-out had an outcome"
+    );
+    lock.rollback().await.expect("release the row");
+
+    // The cash-out lands before the table is released: carol is told she
+    // left, and her chips are in her wallet, not on the released table.
+    let left = carol
+        .client
+        .recv_until(
+            |v| v["kind"] == "left" || v["type"] == "error",
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("carol's leave has an outcome");
+    assert_eq!(left["kind"], "left", "{:?}", carol.client.seen);
+    let status = a.wait_exit(Duration::from_secs(15)).await.expect("A exits");
+    assert_eq!(status.code(), Some(0));
+    assert!(db_stacks(&pool, &t).await.is_empty());
+    let (status, wallet) = b.admin_get("/admin/players/carol").await;
+    assert_eq!(status, 200, "{wallet}");
+    assert_eq!(wallet["balance"], 1000, "{wallet}");
+    assert_eq!(b.audit().await["delta"], 0);
+}
