@@ -7,7 +7,7 @@
 use actix::prelude::*;
 use tracing::{error, info, warn, Instrument};
 
-use super::play::{retry_backoff, settled_on_retry};
+use super::play::{beside, retry_backoff, settled_on_retry};
 use super::{Phase, Table};
 use crate::game::{Command, EventKind, RuleError, SeatNo};
 use crate::instruments;
@@ -23,7 +23,7 @@ impl Table {
         seat: SeatNo,
         ctx: &mut Context<Self>,
     ) -> Result<(), RuleError> {
-        if self.cashing_out.contains_key(&seat) {
+        if self.cashing_out.contains(&seat) {
             return Ok(());
         }
         if self.game.dealt_in(seat) {
@@ -39,17 +39,15 @@ impl Table {
             player: info.player,
             stack: info.stack,
         };
-        self.cashing_out.insert(seat, out.player.clone());
+        self.cashing_out.insert(seat);
         self.cash_out(out, self.fence, false, ctx);
         Ok(())
     }
 
-    /// Runs one seat's cash-out as a task of its own, not in the table's
-    /// context: a boundary write holds the context still (`ctx.wait`), and a
-    /// cash-out left unpolled meanwhile would keep its pool connection from
-    /// the very write that waits for one. A transient failure is tried again
-    /// with backoff for as long as the lease has not been given up (an
-    /// earlier try may have committed: `settled_on_retry` tells).
+    /// Runs one seat's cash-out beside the table's other work (`beside`). A
+    /// transient failure is tried again with backoff for as long as the
+    /// lease has not been given up (an earlier try may have committed:
+    /// `settled_on_retry` tells).
     ///
     /// The seat stays occupied in the rules meanwhile, so nobody else sits
     /// there and no hand is dealt (`deal` waits for it): the seat's chips
@@ -57,7 +55,7 @@ impl Table {
     fn cash_out(&mut self, out: CashOut, fence: Fence, retried: bool, ctx: &mut Context<Self>) {
         let (rt, clock, id) = (self.rt.clone(), self.clock.clone(), self.id.clone());
         let outs = vec![out.clone()];
-        let task = actix_rt::spawn(
+        let fut = beside(
             async move {
                 let mut tries: u32 = 0;
                 loop {
@@ -79,14 +77,6 @@ impl Table {
             }
             .instrument(self.span.clone()),
         );
-        let fut = async move {
-            match task.await {
-                Ok(res) => res,
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                // Only when the arbiter stops, with the process.
-                Err(_) => Err(StoreError::Db(sqlx::Error::PoolClosed)),
-            }
-        };
         ctx.spawn(
             fut.into_actor(self)
                 .map(move |res, act, ctx| act.cashed_out(out, fence, res, ctx)),
@@ -103,14 +93,12 @@ impl Table {
         ctx: &mut Context<Self>,
     ) {
         let _g = self.span.clone().entered();
-        match res {
-            // The table moved to a new fence of its own (a re-assert) while
-            // the cash-out carried the old one: nothing was recorded by that
-            // try, and nobody else owns the table; the cash-out goes again.
-            Err(StoreError::StaleOwnerBoundaryWrite { .. })
-                if self.fence != fence
-                    && !matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) =>
-            {
+        let stopped = matches!(self.phase, Phase::Frozen(_) | Phase::Stopping);
+        // The table moved to a new fence of its own (a re-assert) while the
+        // cash-out carried the old one: nothing was recorded by that try,
+        // and nobody else owns the table; the cash-out goes again.
+        if let Err(StoreError::StaleOwnerBoundaryWrite { .. }) = res {
+            if self.fence != fence && !stopped {
                 info!(
                     seat = out.seat,
                     "cash-out carried an older fence of this table; trying again"
@@ -118,15 +106,13 @@ impl Table {
                 self.cash_out(out, self.fence, true, ctx);
                 return;
             }
-            Err(e) => {
-                self.cashing_out.remove(&out.seat);
-                self.on_write_error(e, ctx);
-                return;
-            }
-            Ok(()) => {}
         }
         self.cashing_out.remove(&out.seat);
-        if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
+        if let Err(e) = res {
+            self.on_write_error(e, ctx);
+            return;
+        }
+        if stopped {
             // Recorded, but this copy no longer deals: whoever hosts the
             // table next finds the seat empty in Postgres.
             return;
@@ -156,17 +142,15 @@ impl Table {
         self.after_cash_out(ctx);
     }
 
-    /// What waited for cash-outs goes on once none is in flight: the deal
-    /// they held, the idle release, a drain.
+    /// A seat was vacated; what waited for cash-outs goes on once none is
+    /// in flight: a deal that came due meanwhile (`deal` skipped it; one
+    /// still scheduled goes on its timer), a drain.
     fn after_cash_out(&mut self, ctx: &mut Context<Self>) {
-        if self.game.seats().is_empty() {
-            self.empty_since.get_or_insert_with(std::time::Instant::now);
-            self.arm_idle(ctx);
-        }
+        self.seats_changed(ctx);
         if !self.cashing_out.is_empty() {
             return;
         }
-        if std::mem::take(&mut self.deal_held) {
+        if self.next_hand_timer.is_none() {
             self.deal(ctx);
         }
         self.after_side_write(ctx);

@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 use tracing::{error, warn};
 
 use super::fanout::{Backlog, Outbound, SessionId, Subscriber};
+use super::play::beside;
 use super::{Phase, Table};
 use crate::game::{Action, Chips, Command, PlayerId, SeatNo};
 use crate::instruments;
@@ -101,23 +102,11 @@ impl Handler<Sit> for Table {
         let rt = self.rt.clone();
         let (id, fence) = (self.id.clone(), self.fence);
         let player = msg.player.clone();
-        // The buy-in runs as a task of its own, not in the table's context:
-        // a boundary write holds the context still (`ctx.wait`), and a
-        // buy-in left unpolled meanwhile would keep its pool connection
-        // (mid-commit, perhaps) from the very write that waits for one.
-        let buy_in = actix_rt::spawn(async move {
+        let fut = beside(async move {
             rt.store
                 .buy_in(&id, fence, msg.seat, &player, msg.buy_in)
                 .await
         });
-        let fut = async move {
-            match buy_in.await {
-                Ok(res) => res,
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                // Only when the arbiter stops, with the process.
-                Err(_) => Err(StoreError::Db(sqlx::Error::PoolClosed)),
-            }
-        };
         Box::pin(fut.into_actor(self).map(move |res, act, ctx| {
             let _g = act.span.clone().entered();
             act.buying_in.remove(&msg.seat);

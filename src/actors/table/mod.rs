@@ -21,7 +21,7 @@ pub use handlers::{
 };
 pub use timers::CheckLease;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -121,10 +121,8 @@ pub struct Table {
     writing: bool,
     /// Buy-ins in flight: the seats they reserve, and for whom.
     buying_in: HashMap<SeatNo, PlayerId>,
-    /// Cash-outs in flight: the seats they vacate once recorded, and whose.
-    cashing_out: HashMap<SeatNo, PlayerId>,
-    /// A deal came due while a cash-out was in flight; it goes once none is.
-    deal_held: bool,
+    /// Cash-outs in flight: the seats they vacate once recorded.
+    cashing_out: HashSet<SeatNo>,
     /// When this table last asked the manager to re-assert its lease.
     reassert_asked: Option<Instant>,
     /// Players were told `paused` because a boundary write is being
@@ -190,8 +188,7 @@ impl Table {
             action_deadline_ms: None,
             writing: false,
             buying_in: HashMap::new(),
-            cashing_out: HashMap::new(),
-            deal_held: false,
+            cashing_out: HashSet::new(),
             reassert_asked: None,
             moving_to: None,
             write_pause_told: false,

@@ -1,6 +1,7 @@
 //! The hand flow: applying commands to the rules, the action clock, the
 //! boundary write at each hand's end, and the next deal.
 
+use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -87,7 +88,6 @@ impl Table {
             } => Some((hand, seat, decision)),
             _ => None,
         });
-        let left = self.cash_outs_of(&events);
         let result_at = events.iter().position(|e| {
             matches!(
                 e.kind,
@@ -101,16 +101,14 @@ impl Table {
         if let Some((hand, seat, decision)) = turn {
             self.arm_action_timer(hand, seat, decision, ctx);
         }
-        match result {
-            Some(result) => {
-                Self::cancel(ctx, &mut self.action_timer);
-                self.action_deadline_ms = None;
-                self.write_boundary(left, result, ctx);
-            }
-            // Stand-ups are cashed out before their `left` (see `cash_out`);
-            // any other vacating event is written here, holding the table.
-            None if !left.is_empty() => self.write_cash_outs(left, ctx),
-            None => {}
+        // The seats a hand's end vacates are cashed out by its own write. A
+        // `left` anywhere else comes from a stand-up, whose cash-out was
+        // recorded before the seat was vacated (`cash_out`).
+        if let Some(result) = result {
+            Self::cancel(ctx, &mut self.action_timer);
+            self.action_deadline_ms = None;
+            let left = self.cash_outs_of(&result);
+            self.write_boundary(left, result, ctx);
         }
     }
 
@@ -216,20 +214,6 @@ impl Table {
         self.persist(write, Some(Told { result, voided }), ctx);
     }
 
-    pub(super) fn write_cash_outs(&mut self, outs: Vec<CashOut>, ctx: &mut Context<Self>) {
-        let rt = self.rt.clone();
-        let (id, fence) = (self.id.clone(), self.fence);
-        let outs = Rc::new(outs);
-        let write: Write = Rc::new(move |retry| {
-            let (rt, id, outs) = (rt.clone(), id.clone(), outs.clone());
-            Box::pin(async move {
-                let res = rt.store.cash_out(&id, fence, &outs).await;
-                settled_on_retry(&rt, &id, &outs, retry, res).await
-            })
-        });
-        self.persist(write, None, ctx);
-    }
-
     /// Runs one boundary write, holding the table still until it commits:
     /// no message is handled meanwhile, and nothing else that writes may
     /// start (`writing`), so a later write never runs ahead of the one it
@@ -331,12 +315,7 @@ impl Table {
 
     /// Called once a boundary is safely persisted.
     pub(super) fn after_boundary(&mut self, ctx: &mut Context<Self>) {
-        if self.game.seats().is_empty() {
-            self.empty_since.get_or_insert_with(Instant::now);
-            self.arm_idle(ctx);
-        } else {
-            self.seated(ctx);
-        }
+        self.seats_changed(ctx);
         match self.phase {
             Phase::Open => self.schedule_next_hand(ctx),
             Phase::Draining if !self.game.hand_in_progress() => self.finish_drain(ctx),
@@ -364,9 +343,8 @@ impl Table {
             return;
         }
         // A seat being cashed out must not be dealt in: the deal goes once
-        // its cash-out has an outcome (`after_cash_out`).
+        // no cash-out is in flight (`after_cash_out`).
         if !self.cashing_out.is_empty() {
-            self.deal_held = true;
             return;
         }
         // The hand is prepared on a copy first, so that the lease check
@@ -453,6 +431,25 @@ impl Table {
 /// One boundary write, run again on a transient failure; its argument says
 /// whether this is a retry (an earlier try may have committed).
 pub(super) type Write = Rc<dyn Fn(bool) -> LocalBoxFuture<'static, Result<(), StoreError>>>;
+
+/// Starts a store write as a task of its own, beside the table's context,
+/// and returns its outcome. A write run in the context instead would stay
+/// unpolled while a boundary write holds the context still (`ctx.wait`),
+/// keeping its pool connection (mid-commit, perhaps) from the very write
+/// that waits for one.
+pub(super) fn beside<T: 'static>(
+    write: impl Future<Output = Result<T, StoreError>> + 'static,
+) -> impl Future<Output = Result<T, StoreError>> {
+    let task = actix_rt::spawn(write);
+    async move {
+        match task.await {
+            Ok(res) => res,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Only when the arbiter stops, with the process.
+            Err(_) => Err(StoreError::Db(sqlx::Error::PoolClosed)),
+        }
+    }
+}
 
 /// 0 before the first try, then 100 ms doubling up to 2 s.
 pub(super) fn retry_backoff(tries: u32) -> Duration {

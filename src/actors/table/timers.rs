@@ -80,6 +80,17 @@ impl Table {
         }));
     }
 
+    /// Seats were taken or vacated: the idle release runs while nobody is
+    /// seated, and is off while someone is.
+    pub(super) fn seats_changed(&mut self, ctx: &mut Context<Self>) {
+        if self.game.seats().is_empty() {
+            self.empty_since.get_or_insert_with(Instant::now);
+            self.arm_idle(ctx);
+        } else {
+            self.seated(ctx);
+        }
+    }
+
     /// Someone sat down: the idle release is off.
     pub(super) fn seated(&mut self, ctx: &mut Context<Self>) {
         self.empty_since = None;
