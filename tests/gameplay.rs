@@ -487,6 +487,43 @@ async fn sit_behind_the_row_lock(
     lock
 }
 
+/// `to_act` answers the hand's first turn with `action`; the other player
+/// must be told it within 5 s, while a write of `behind` still waits on the
+/// table's row.
+async fn act_is_answered_meanwhile(
+    t: &str,
+    to_act: &mut Player,
+    other: &mut Player,
+    first: &Value,
+    action: &str,
+    behind: &str,
+) {
+    to_act
+        .client
+        .send(json!({
+            "type": "act", "table": t, "hand": first["hand"],
+            "decision": first["decision"], "action": action
+        }))
+        .await;
+    let told = other
+        .client
+        .recv_until(
+            |v| {
+                v["kind"] == "action"
+                    && v["hand"] == first["hand"]
+                    && v["seat"] == first["seat"]
+                    && v["action"] == action
+            },
+            SECS(5),
+        )
+        .await;
+    assert!(
+        told.is_some(),
+        "the act waited behind the {behind}: {:?}",
+        other.client.seen
+    );
+}
+
 #[tokio::test]
 async fn a_buy_in_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
     let db = test_db().await;
@@ -520,25 +557,7 @@ async fn a_buy_in_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
     .await;
 
     // The hand goes on meanwhile: an act is answered at once.
-    let d = first["decision"].as_u64().expect("decision");
-    to_act
-        .client
-        .send(json!({
-            "type": "act", "table": t, "hand": first["hand"], "decision": d, "action": "call"
-        }))
-        .await;
-    let next = other
-        .client
-        .recv_until(
-            |v| v["kind"] == "turn" && v["decision"].as_u64() > Some(d),
-            SECS(5),
-        )
-        .await;
-    assert!(
-        next.is_some(),
-        "the act waited behind the buy-in: {:?}",
-        other.client.seen
-    );
+    act_is_answered_meanwhile(&t, &mut to_act, &mut other, &first, "call", "buy-in").await;
     assert!(
         !carol.seen.iter().any(|v| v["kind"] == "seated"),
         "carol was seated before Postgres recorded her buy-in: {:?}",
@@ -571,17 +590,9 @@ async fn a_cash_out_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
     let pool = db.pool().await;
 
     // Carol sits during the hand, so she is not dealt into it.
-    let mut carol = joined(&server, &t, "carol").await;
-    carol
-        .send(json!({"type": "sit", "table": t, "seat": 4, "buy_in": 100}))
-        .await;
-    let seated = carol
-        .recv_until(
-            |v| v["kind"] == "seated" && v["player"] == "carol",
-            SECS(10),
-        )
-        .await;
-    assert!(seated.is_some(), "carol was not seated: {:?}", carol.seen);
+    let Player {
+        client: mut carol, ..
+    } = Player::sit(&server, &t, "carol", 4, 100).await;
     let mut dave = joined(&server, &t, "dave").await;
 
     // Her cash-out waits on the table's row, held elsewhere.
@@ -602,33 +613,15 @@ async fn a_cash_out_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
 
     // The hand goes on meanwhile: the fold that ends it is told at once
     // (its result waits for Postgres, like any hand's).
-    to_act
-        .client
-        .send(json!({
-            "type": "act", "table": t, "hand": first["hand"],
-            "decision": first["decision"], "action": "fold"
-        }))
-        .await;
-    let folded = other
-        .client
-        .recv_until(
-            |v| v["kind"] == "action" && v["action"] == "fold" && v["hand"] == first["hand"],
-            SECS(5),
-        )
-        .await;
-    assert!(
-        folded.is_some(),
-        "the act waited behind the cash-out: {:?}",
-        other.client.seen
-    );
+    act_is_answered_meanwhile(&t, &mut to_act, &mut other, &first, "fold", "cash-out").await;
     assert!(
         !carol.seen.iter().any(|v| v["kind"] == "left"),
         "carol was told she left before Postgres recorded it: {:?}",
         carol.seen
     );
 
-    // Once the row is free the cash-out lands: she is told, her chips are
-    // in her wallet, and the next hand is dealt without her seat.
+    // Once the row is free the cash-out lands: she is told, and her chips
+    // are in her wallet.
     lock.rollback().await.expect("release the row");
     let left = carol
         .recv_until(|v| v["kind"] == "left" && v["player"] == "carol", SECS(10))
@@ -638,12 +631,75 @@ async fn a_cash_out_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
     assert_eq!(status, 200, "{wallet}");
     assert_eq!(wallet["balance"], 1000, "{wallet}");
     assert!(!db_stacks(&pool, &t).await.contains_key(&4));
+    let audit = server.audit().await;
+    assert_eq!(audit["delta"], 0, "{audit}");
+}
+
+#[tokio::test]
+async fn no_hand_is_dealt_to_a_seat_whose_cash_out_is_in_flight() {
+    let db = test_db().await;
+    let env = unique_env();
+    // A second between hands: the next deal comes due while the cash-out
+    // below still waits.
+    let server = Server::start(
+        patient(ServerConfig::new(&db, &env))
+            .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "1000"),
+    )
+    .await;
+    let (t, mut to_act, mut other, first) = play::heads_up_first_turn(&server, 100).await;
+    server.grant("carol", 1000).await;
+    let Player {
+        client: mut carol, ..
+    } = Player::sit(&server, &t, "carol", 4, 100).await;
+
+    // The hand ends and is recorded; the next is a second away.
+    to_act
+        .client
+        .send(json!({
+            "type": "act", "table": t, "hand": first["hand"],
+            "decision": first["decision"], "action": "fold"
+        }))
+        .await;
+    other
+        .client
+        .recv_event("hand_ended", SECS(10))
+        .await
+        .unwrap_or_else(|| panic!("the hand never ended: {:?}", other.client.seen));
+
+    // Carol leaves between hands; her cash-out waits on her wallet's row,
+    // held elsewhere (the hand's write needed none of it).
+    let pool = db.pool().await;
+    let mut wallet = pool.begin().await.expect("begin");
+    sqlx::query("SELECT player FROM accounts WHERE player = $1 FOR UPDATE")
+        .bind("carol")
+        .execute(&mut *wallet)
+        .await
+        .expect("lock carol's wallet");
+    carol.send(json!({"type": "leave", "table": t})).await;
+    assert!(
+        db.one_waits_for_a_lock().await,
+        "carol's cash-out never waited on her wallet"
+    );
+
+    // The deal that comes due meanwhile waits: her seat is still occupied,
+    // and its chips may already be on their way to her wallet.
+    let next_hand =
+        |v: &Value| v["kind"] == "hand_started" && v["hand"].as_u64() > first["hand"].as_u64();
+    let early = other.client.recv_until(next_hand, SECS(2)).await;
+    assert!(
+        early.is_none(),
+        "a hand was dealt while a seat's cash-out was in flight: {early:?}"
+    );
+
+    // Once her cash-out lands the hand is dealt, without her seat.
+    wallet.rollback().await.expect("release the wallet");
+    let left = carol
+        .recv_until(|v| v["kind"] == "left" && v["player"] == "carol", SECS(10))
+        .await;
+    assert!(left.is_some(), "carol never left: {:?}", carol.seen);
     let next = other
         .client
-        .recv_until(
-            |v| v["kind"] == "hand_started" && v["hand"].as_u64() > first["hand"].as_u64(),
-            SECS(10),
-        )
+        .recv_until(next_hand, SECS(10))
         .await
         .unwrap_or_else(|| panic!("no next hand: {:?}", other.client.seen));
     let dealt: Vec<u64> = next["seats"]
@@ -652,9 +708,9 @@ async fn a_cash_out_waiting_on_postgres_never_holds_up_the_hand_in_progress() {
         .iter()
         .filter_map(|s| s["seat"].as_u64())
         .collect();
+    assert_eq!(dealt.len(), 2, "{next}");
     assert!(!dealt.contains(&4), "a vacated seat was dealt in: {next}");
-    let audit = server.audit().await;
-    assert_eq!(audit["delta"], 0, "{audit}");
+    assert_eq!(server.audit().await["delta"], 0);
 }
 
 #[tokio::test]

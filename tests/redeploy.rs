@@ -406,6 +406,29 @@ async fn a_drained_table_is_hosted_elsewhere_while_another_still_finishes_its_ha
     assert_eq!(b.audit().await["delta"], 0);
 }
 
+/// Sends `frame`, whose write (`what`) then waits on the table's row held
+/// by the test, and SIGTERMs `a`: A must still be up 300 ms later, waiting
+/// for that write. The row is released on return.
+async fn drain_while_waiting_on_the_row(
+    db: &common::TestDb,
+    a: &Server,
+    table: &str,
+    client: &mut common::WsClient,
+    frame: Value,
+    what: &str,
+) {
+    let lock = db.lock_table_row(table).await;
+    client.send(frame).await;
+    assert!(
+        db.one_waits_for_a_lock().await,
+        "the {what} never waited on the row lock"
+    );
+    a.sigterm();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(a.is_running(), "A stopped before the {what} had an outcome");
+    lock.rollback().await.expect("release the row");
+}
+
 #[tokio::test]
 async fn a_drain_waits_for_a_buy_in_in_flight_and_the_player_is_seated_where_the_table_goes() {
     // The heads-up table's hand is voided at the 1 s drain deadline.
@@ -421,18 +444,10 @@ async fn a_drain_waits_for_a_buy_in_in_flight_and_the_player_is_seated_where_the
         .await
         .expect("carol joined");
 
-    // Carol's buy-in waits on the table's row; then A is told to drain.
-    let lock = db.lock_table_row(&t).await;
-    carol
-        .send(json!({"type": "sit", "table": t, "seat": 3, "buy_in": 100}))
-        .await;
+    // Carol's buy-in waits on the table's row while A drains.
+    let sit = json!({"type": "sit", "table": t, "seat": 3, "buy_in": 100});
+    drain_while_waiting_on_the_row(&db, &a, &t, &mut carol, sit, "buy-in").await;
     let pool = db.pool().await;
-    let waiting = db.one_waits_for_a_lock().await;
-    assert!(waiting, "the buy-in never waited on the row lock");
-    a.sigterm();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(a.is_running(), "A stopped before the buy-in had an outcome");
-    lock.rollback().await.expect("release the row");
 
     // The buy-in lands before the table is released: carol is seated (not
     // told the table stopped), and the seat goes with the table.
@@ -462,22 +477,10 @@ async fn a_drain_waits_for_a_cash_out_in_flight_and_the_seat_is_empty_where_the_
     // Alone at the table: no hand is dealt, so her leave cashes out at once.
     let mut carol = Player::sit(&a, &t, "carol", 3, 100).await;
 
-    // Carol's cash-out waits on the table's row; then A is told to drain.
-    let lock = db.lock_table_row(&t).await;
-    carol
-        .client
-        .send(json!({"type": "leave", "table": t}))
-        .await;
+    // Carol's cash-out waits on the table's row while A drains.
+    let leave = json!({"type": "leave", "table": t});
+    drain_while_waiting_on_the_row(&db, &a, &t, &mut carol.client, leave, "cash-out").await;
     let pool = db.pool().await;
-    let waiting = db.one_waits_for_a_lock().await;
-    assert!(waiting, "the cash-out never waited on the row lock");
-    a.sigterm();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        a.is_running(),
-        "A stopped before the cash-out had an outcome"
-    );
-    lock.rollback().await.expect("release the row");
 
     // The cash-out lands before the table is released: carol is told she
     // left, and her chips are in her wallet, not on the released table.
