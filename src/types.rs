@@ -197,6 +197,11 @@ text_enum! {
         /// The lease could not be proven (Redis slow or unreachable); the
         /// table resumes once its owner has re-asserted it.
         RedisUnreachable => "redis_unreachable",
+        /// Another owner's value sits in the lease key, and Postgres has
+        /// not given that owner the table: the table stays this owner's,
+        /// held still until that value goes (re-asserted, it resumes) or
+        /// the other owner stamps Postgres (its copy stops).
+        Contested => "contested",
         /// Postgres could not record a boundary or this process's
         /// liveness; the table resumes once it can.
         StoreUnreachable => "store_unreachable",
@@ -264,6 +269,21 @@ impl From<FreezeReason> for StateReason {
     }
 }
 
+/// Why a row Postgres holds in `state` is frozen, if it is: the freeze
+/// reason its `state_reason` records (a frozen row whose reason names no
+/// freeze is told as an internal error, the loud default).
+pub fn recorded_freeze(state: TableState, reason: Option<StateReason>) -> Option<FreezeReason> {
+    if state != TableState::Frozen {
+        return None;
+    }
+    Some(match reason {
+        Some(StateReason::LeaseLost) => FreezeReason::LeaseLost,
+        Some(StateReason::StoreError) => FreezeReason::StoreError,
+        Some(StateReason::Operator) => FreezeReason::Operator,
+        _ => FreezeReason::InternalError,
+    })
+}
+
 /// Player names are what tokens carry; kept short and printable.
 pub fn valid_player_name(s: &str) -> bool {
     !s.is_empty()
@@ -275,6 +295,23 @@ pub fn valid_player_name(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frozen_row_names_the_freeze_its_reason_records_and_nothing_else_is_frozen() {
+        for r in FreezeReason::ALL {
+            assert_eq!(
+                recorded_freeze(TableState::Frozen, Some(StateReason::from(*r))),
+                Some(*r)
+            );
+        }
+        assert_eq!(
+            recorded_freeze(TableState::Frozen, None),
+            Some(FreezeReason::InternalError)
+        );
+        for s in TableState::ALL.iter().filter(|s| **s != TableState::Frozen) {
+            assert_eq!(recorded_freeze(*s, Some(StateReason::Operator)), None);
+        }
+    }
 
     #[test]
     fn table_id_rejects_characters_that_would_break_keys() {

@@ -146,3 +146,178 @@ async fn an_operator_freeze_on_the_owner_stops_the_table_at_once_and_bad_request
     assert_eq!(status, 200, "{again}");
     assert_eq!(again["fence"], view["fence"], "no second fence bump");
 }
+
+/// Reads everything `client` is sent for `within`, or until its connection
+/// closes.
+async fn read_for(client: &mut common::WsClient, within: Duration) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || client.recv_json(left).await.is_none() {
+            return;
+        }
+    }
+}
+
+/// A watcher of `table` on `server` (joined, not seated).
+async fn watcher(server: &Server, table: &str, name: &str) -> common::WsClient {
+    let mut client = common::WsClient::connect(server, &common::mint_token(name))
+        .await
+        .expect("watcher connects");
+    client.send(json!({"type": "join", "table": table})).await;
+    client
+        .recv_type("snapshot", SECS(10))
+        .await
+        .unwrap_or_else(|| panic!("{name} got no snapshot: {:?}", client.seen));
+    client
+}
+
+/// An operator's freeze sent to the instance that does not own the table,
+/// during play. Two tables of A's: at one the player to act folds right
+/// after the freeze, so the hand's write is refused first; at the other
+/// nobody acts, so A's fence check notices. Either way every client of the
+/// table (its players and a watcher, connected to A directly or relayed
+/// through B) is told `frozen` with reason `operator` exactly once, within
+/// one renew period, and no `error` frame at all; Postgres holds both tables
+/// frozen by the operator at their last boundary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_freeze_through_the_non_owner_tells_every_client_frozen_once_direct_and_relayed(
+) {
+    let db = test_db().await;
+    let env = unique_env();
+    let ttl_ms = 4500;
+    let renew = Duration::from_millis(ttl_ms / 3);
+    let cfg = ServerConfig::new(&db, &env)
+        .with_ttl_ms(ttl_ms)
+        .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "60000")
+        .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "50");
+    let a = Server::start(cfg.clone().with_instance("owner-a")).await;
+    let b = Server::start(cfg.with_instance("other-b")).await;
+    for p in ["alice", "bob", "carol", "dave"] {
+        a.grant(p, 1000).await;
+    }
+    // Table 1: alice at A, bob relayed through B. Table 2: carol at A, dave
+    // relayed through B. Each table has a watcher at each instance.
+    let t1 = play::new_table(&a).await;
+    let mut alice = play::Player::sit(&a, &t1, "alice", 0, 100).await;
+    let mut bob = play::Player::sit(&b, &t1, "bob", 1, 100).await;
+    let t2 = play::new_table(&a).await;
+    let mut carol = play::Player::sit(&a, &t2, "carol", 0, 100).await;
+    let mut dave = play::Player::sit(&b, &t2, "dave", 1, 100).await;
+    for t in [&t1, &t2] {
+        assert_eq!(a.table(t).await["owner"], "owner-a", "A hosts {t}");
+    }
+    let mut watchers = [
+        (t1.clone(), "w1a", watcher(&a, &t1, "w1a").await),
+        (t1.clone(), "w1b", watcher(&b, &t1, "w1b").await),
+        (t2.clone(), "w2a", watcher(&a, &t2, "w2a").await),
+        (t2.clone(), "w2b", watcher(&b, &t2, "w2b").await),
+    ];
+
+    // Both tables mid-hand, a turn pending.
+    let turn1 = alice
+        .client
+        .recv_event("turn", SECS(10))
+        .await
+        .expect("table 1 deals");
+    carol
+        .client
+        .recv_event("turn", SECS(10))
+        .await
+        .expect("table 2 deals");
+    let stacks_before = (
+        play::db_stacks(&db.pool().await, &t1).await,
+        play::db_stacks(&db.pool().await, &t2).await,
+    );
+
+    for t in [&t1, &t2] {
+        let (status, view) = b
+            .admin_post(
+                &format!("/admin/tables/{t}/freeze"),
+                json!({"reason": "operator"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{view}");
+    }
+    let frozen_at = std::time::Instant::now();
+    // At table 1 the player to act folds: the hand ends and its write meets
+    // the operator's fence.
+    let fold = json!({
+        "type": "act", "table": t1, "hand": turn1["hand"],
+        "decision": turn1["decision"], "action": "fold",
+    });
+    if turn1["seat"] == 0 {
+        alice.client.send(fold).await;
+    } else {
+        bob.client.send(fold).await;
+    }
+
+    let mut clients: Vec<(String, String, &mut common::WsClient)> = vec![
+        (t1.clone(), "alice".into(), &mut alice.client),
+        (t1.clone(), "bob".into(), &mut bob.client),
+        (t2.clone(), "carol".into(), &mut carol.client),
+        (t2.clone(), "dave".into(), &mut dave.client),
+    ];
+    for (t, name, c) in watchers.iter_mut() {
+        clients.push((t.clone(), name.to_string(), c));
+    }
+    for (t, name, client) in clients {
+        let before = client.seen.len();
+        let frozen = client
+            .recv_type("frozen", renew + Duration::from_millis(1000))
+            .await
+            .unwrap_or_else(|| {
+                panic!(
+                    "{name} was not told frozen within a renew period: {:?}",
+                    &client.seen[before..]
+                )
+            });
+        let took = frozen_at.elapsed();
+        assert_eq!(
+            (frozen["table"].as_str(), frozen["reason"].as_str()),
+            (Some(t.as_str()), Some("operator")),
+            "{name}: {frozen}"
+        );
+        // Whatever else comes in a while: no second frozen, no error.
+        read_for(client, Duration::from_millis(300)).await;
+        let after = &client.seen[before..];
+        assert_eq!(
+            after.iter().filter(|v| v["type"] == "frozen").count(),
+            1,
+            "{name} told frozen once: {after:?}"
+        );
+        let errors: Vec<&serde_json::Value> = client
+            .seen
+            .iter()
+            .filter(|v| v["type"] == "error")
+            .collect();
+        assert!(errors.is_empty(), "{name} was sent errors: {errors:?}");
+        assert!(client.closed.is_none(), "{name} keeps its connection");
+        eprintln!("{name} at {t}: frozen after {} ms", took.as_millis());
+    }
+
+    for t in [&t1, &t2] {
+        let (state, reason): (String, Option<String>) =
+            sqlx::query_as("SELECT state, state_reason FROM tables WHERE id = $1")
+                .bind(t.as_str())
+                .fetch_one(&db.pool().await)
+                .await
+                .expect("table row");
+        assert_eq!(
+            (state.as_str(), reason.as_deref()),
+            ("frozen", Some("operator")),
+            "{t}"
+        );
+        let view = a.table(t).await;
+        assert_eq!(view["hosted_here"], false, "A's copy stopped: {view}");
+    }
+    // The hands in progress never happened.
+    assert_eq!(
+        (
+            play::db_stacks(&db.pool().await, &t1).await,
+            play::db_stacks(&db.pool().await, &t2).await,
+        ),
+        stacks_before
+    );
+    assert_eq!(a.audit().await["delta"], 0);
+}

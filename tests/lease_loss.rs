@@ -366,7 +366,8 @@ async fn a_table_released_by_idle_eviction_does_not_freeze_and_is_hosted_again_o
 }
 
 #[tokio::test]
-async fn a_foreign_value_in_the_lease_key_pauses_the_table_until_it_lapses_and_freezes_nothing() {
+async fn a_foreign_value_in_the_lease_key_pauses_the_table_as_contested_until_it_lapses_and_freezes_nothing(
+) {
     let db = test_db().await;
     let env = unique_env();
     let ttl_ms = 1500;
@@ -418,10 +419,32 @@ async fn a_foreign_value_in_the_lease_key_pauses_the_table_until_it_lapses_and_f
         0.0,
         "{text}"
     );
+    // The pause says what happened: another owner's value, not Redis.
+    assert!(
+        metric(&text, r#"pitboss_table_pauses_total{reason="contested"}"#) >= 1.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            r#"pitboss_table_pauses_total{reason="redis_unreachable"}"#
+        ),
+        0.0,
+        "{text}"
+    );
     play::no_freeze_recorded(&server, &t).await;
     assert_eq!(server.audit().await["delta"], 0);
     drop(server);
     for task in tasks {
-        paused_then_resumed(&task.await.expect("player task"), "redis_unreachable");
+        let p = task.await.expect("player task");
+        paused_then_resumed(&p, "contested");
+        assert!(
+            !p.client
+                .seen
+                .iter()
+                .any(|v| v["type"] == "paused" && v["reason"] != "contested"),
+            "{} was told only contested",
+            p.name
+        );
     }
 }

@@ -43,6 +43,7 @@ async fn every_metric_is_exported_at_zero_right_after_start() {
         "pitboss_lease_reasserts_total{result=\"error\"}",
         "pitboss_table_pauses_total{reason=\"redis_unreachable\"}",
         "pitboss_table_pauses_total{reason=\"store_unreachable\"}",
+        "pitboss_table_pauses_total{reason=\"contested\"}",
         "pitboss_tables_paused",
         "pitboss_store_write_retries_total",
         "pitboss_liveness_errors_total",

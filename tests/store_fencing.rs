@@ -211,7 +211,7 @@ async fn assert_conserved(store: &Store) {
 fn is_stale(e: &StoreError, t: &TableId, fence: u64, current: u64) -> bool {
     matches!(
         e,
-        StoreError::StaleOwnerBoundaryWrite { table, fence: f, current: c }
+        StoreError::StaleOwnerBoundaryWrite { table, fence: f, current: c, .. }
             if table == t && *f == Fence(fence) && *c == Fence(current)
     )
 }

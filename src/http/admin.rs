@@ -108,7 +108,7 @@ pub(super) fn store_error(e: StoreError) -> ApiError {
 pub(super) fn host_error(e: HostError) -> ApiError {
     let status = match e {
         HostError::NotFound | HostError::Closed(_) => StatusCode::NOT_FOUND,
-        HostError::OwnedElsewhere { .. } | HostError::Frozen | HostError::NotFrozen => {
+        HostError::OwnedElsewhere { .. } | HostError::Frozen(_) | HostError::NotFrozen => {
             StatusCode::CONFLICT
         }
         HostError::NotHosted => StatusCode::CONFLICT,

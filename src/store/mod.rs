@@ -13,7 +13,9 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::Row;
 
 use crate::game::{Chips, HandSummary, PlayerId, SeatNo, TableConfig};
-use crate::types::{Fence, LedgerKind, StateReason, TableId, TableState};
+use crate::types::{
+    recorded_freeze, Fence, FreezeReason, LedgerKind, StateReason, TableId, TableState,
+};
 
 mod chips;
 mod instances;
@@ -33,6 +35,10 @@ pub enum StoreError {
         table: TableId,
         fence: Fence,
         current: Fence,
+        /// Why the row is frozen, when Postgres records it frozen (an
+        /// operator's freeze moves the fence too): the refused owner tells
+        /// its clients that reason rather than looking for a newer owner.
+        frozen: Option<FreezeReason>,
     },
     #[error("table not found")]
     TableNotFound,

@@ -162,6 +162,7 @@ impl Store {
                 table: id.clone(),
                 fence,
                 current: current.fence,
+                frozen: current.frozen(),
             });
         }
         // The takeover rule (I1): an open or draining table of another
@@ -236,6 +237,7 @@ impl Store {
                 table: id.clone(),
                 fence: old,
                 current: current.fence,
+                frozen: current.frozen(),
             });
         }
         if !matches!(current.state, TableState::Open | TableState::Draining) {

@@ -12,6 +12,13 @@ pub(super) struct Locked {
     pub owner: Option<String>,
 }
 
+impl Locked {
+    /// Why the row is frozen, if it is.
+    pub fn frozen(&self) -> Option<FreezeReason> {
+        recorded_freeze(self.state, self.reason)
+    }
+}
+
 pub(super) async fn lock_table(
     tx: &mut Transaction<'_, Postgres>,
     id: &TableId,
@@ -43,6 +50,7 @@ pub(super) async fn lock_fenced(
             table: id.clone(),
             fence,
             current: locked.fence,
+            frozen: locked.frozen(),
         });
     }
     Ok(locked)

@@ -131,11 +131,25 @@ impl Table {
         match res {
             Ok(_balance) => {
                 if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
-                    // Recorded, but this copy no longer deals: whoever hosts
-                    // the table next seats the player from Postgres.
-                    return Err(self.stopped_error().unwrap_or_else(|| {
-                        ClientError::new("table_frozen", "the table is frozen")
-                    }));
+                    // Recorded while this copy stops (it waits for buy-ins in
+                    // flight): the seat is the player's, and whoever hosts
+                    // the table next seats them from Postgres. Told as it
+                    // is (`seated`, then the `frozen` or the move that ends
+                    // the subscription), so no client believes its chips
+                    // vanished; nothing is dealt here any more.
+                    return match self.apply(cmd, ctx) {
+                        Ok(events) => {
+                            self.broadcast(events);
+                            Ok(())
+                        }
+                        Err(_) => {
+                            error!("the rules refused a sit already paid for at a stopping table");
+                            Err(ClientError::new(
+                                "table_frozen",
+                                "the buy-in was recorded and the table stopped: the seat holds it",
+                            ))
+                        }
+                    };
                 }
                 match self.apply(cmd, ctx) {
                     Ok(events) => {

@@ -26,6 +26,14 @@ pub(super) enum Farewell {
     Moved(String),
 }
 
+/// How a stopping copy ends once its buy-ins in flight are answered.
+pub(super) enum Ending {
+    /// With a state write (`record_and_stop`).
+    Record(Farewell),
+    /// Without one: its watchers are dismissed so.
+    Unwritten(Dismissal),
+}
+
 impl Farewell {
     fn recorded(&self) -> (TableState, StateReason) {
         match self {
@@ -55,7 +63,28 @@ impl Table {
         ] {
             Self::cancel(ctx, t);
         }
-        self.record_and_stop(Farewell::Frozen(reason), ctx);
+        self.end_when_settled(Ending::Record(Farewell::Frozen(reason)), ctx);
+    }
+
+    /// Ends this stopping copy once no buy-in is in flight: a buy-in
+    /// Postgres recorded is answered as such (the seat is the player's,
+    /// wherever the table is hosted next) instead of being cut off.
+    pub(super) fn end_when_settled(&mut self, ending: Ending, ctx: &mut Context<Self>) {
+        if !self.buying_in.is_empty() {
+            info!(
+                buy_ins = self.buying_in.len(),
+                "stopping once the buy-ins in flight have an outcome"
+            );
+            self.ending = Some(ending);
+            return;
+        }
+        match ending {
+            Ending::Record(farewell) => self.record_and_stop(farewell, ctx),
+            Ending::Unwritten(how) => {
+                self.dismiss_all(&how);
+                ctx.stop();
+            }
+        }
     }
 
     /// The last step of every way a table stops: a fenced state write (a
@@ -93,12 +122,26 @@ impl Table {
             // Either way its watchers look for the table again (a join hosts
             // it anew under a higher fence). An operator's freeze is told as
             // such: a refusal then means the operator's own freeze landed.
+            //
+            // Whatever this copy meant to record, a refusal from a row that
+            // Postgres holds frozen (an operator froze it through another
+            // instance) is told as that freeze, once, with its reason.
             let stale = matches!(res, Err(StoreError::StaleOwnerBoundaryWrite { .. }));
+            let recorded = match &res {
+                Err(StoreError::StaleOwnerBoundaryWrite { frozen, .. }) => *frozen,
+                _ => None,
+            };
             let untold = match farewell {
+                _ if recorded.is_some() => false,
                 Farewell::Frozen(FreezeReason::LeaseLost) => res.is_err(),
                 Farewell::Frozen(_) => res.is_err() && !stale,
                 _ => false,
             };
+            if let Some(reason) = recorded {
+                // The manager keeps what Postgres says (an operator's freeze
+                // is never recovered automatically).
+                act.set_phase(Phase::Frozen(reason));
+            }
             if untold && !stale {
                 // Not frozen anywhere: the manager must not treat it so.
                 act.set_phase(Phase::Stopping);
@@ -118,10 +161,12 @@ impl Table {
                 }
                 Err(e) => error!(error = %e, state = %to, "could not record the table's state"),
             }
-            let how = match farewell {
-                _ if untold => Dismissal::Moved,
-                Farewell::Moved(_) => Dismissal::Moved,
-                Farewell::Frozen(reason) => Dismissal::Notice(
+            let frozen = recorded.or(match farewell {
+                Farewell::Frozen(reason) if !untold => Some(reason),
+                _ => None,
+            });
+            let how = match (frozen, &farewell) {
+                (Some(reason), _) => Dismissal::Notice(
                     ServerFrame::Frozen {
                         table: &act.id,
                         reason,
@@ -130,14 +175,17 @@ impl Table {
                 ),
                 // Watchers learn why their subscription ends; a join brings
                 // the table back.
-                Farewell::Idle => Dismissal::Notice(
+                (None, Farewell::Idle) => Dismissal::Notice(
                     ServerFrame::Released {
                         table: &act.id,
                         reason,
                     }
                     .to_shared(),
                 ),
-                Farewell::Drained => Dismissal::Released,
+                (None, Farewell::Drained) => Dismissal::Released,
+                // Hosted elsewhere now, or not frozen anywhere: watchers
+                // look for the table again.
+                (None, Farewell::Moved(_) | Farewell::Frozen(_)) => Dismissal::Moved,
             };
             act.dismiss_all(&how);
             ctx.stop();
@@ -216,6 +264,12 @@ impl Table {
     /// A buy-in or a cash-out has an outcome: a drain that waited for it
     /// goes on.
     pub(super) fn after_side_write(&mut self, ctx: &mut Context<Self>) {
+        if self.buying_in.is_empty() {
+            if let Some(ending) = self.ending.take() {
+                self.end_when_settled(ending, ctx);
+                return;
+            }
+        }
         if self.phase == Phase::Draining && !self.game.hand_in_progress() && !self.writing {
             self.finish_drain(ctx);
         }
@@ -286,7 +340,7 @@ impl Table {
                 event = "table_abandoned",
                 "lease released by a forced shutdown; stopping without a state write"
             );
-            self.stop_unwritten(&Dismissal::Released, ctx);
+            self.stop_unwritten(Dismissal::Released, ctx);
             return;
         }
         if self.clock.is_superseded() {
@@ -312,12 +366,13 @@ impl Table {
             event = "table_superseded",
             "a newer owner holds this table; stopping this copy"
         );
-        self.stop_unwritten(&Dismissal::Moved, ctx);
+        self.stop_unwritten(Dismissal::Moved, ctx);
     }
 
-    /// Stops at once, without a state write: no more dealing, no timers,
-    /// watchers dismissed `how`.
-    fn stop_unwritten(&mut self, how: &Dismissal, ctx: &mut Context<Self>) {
+    /// Stops without a state write: no more dealing, no timers, watchers
+    /// dismissed `how`, once the buy-ins in flight have an outcome (not
+    /// waited for at a forced shutdown, which exits now).
+    fn stop_unwritten(&mut self, how: Dismissal, ctx: &mut Context<Self>) {
         self.set_phase(Phase::Stopping);
         for t in [
             &mut self.action_timer,
@@ -326,8 +381,12 @@ impl Table {
         ] {
             Self::cancel(ctx, t);
         }
-        self.dismiss_all(how);
-        ctx.stop();
+        if matches!(how, Dismissal::Released) {
+            self.dismiss_all(&how);
+            ctx.stop();
+            return;
+        }
+        self.end_when_settled(Ending::Unwritten(how), ctx);
     }
 
     /// Moves to `phase`, keeping the paused-tables gauge true.
@@ -356,10 +415,27 @@ impl Table {
         }
         let leased = self.clock.is_valid(now);
         let alive = self.rt.is_alive_on_record(now);
+        let unproven = if self.clock.is_contested() {
+            PauseReason::Contested
+        } else {
+            PauseReason::RedisUnreachable
+        };
         match self.phase {
             Phase::Open if !leased => {
                 metrics::counter!(instruments::LEASES_LOST, "reason" => "deadline").increment(1);
-                self.pause(PauseReason::RedisUnreachable, ctx);
+                self.pause(unproven, ctx);
+                self.ask_reassert();
+            }
+            // A pause over the lease learns why: a re-assert found another
+            // owner's value in the key, or that value went and Redis is
+            // what cannot be reached. Watchers are told the new reason.
+            Phase::Paused(reason @ (PauseReason::RedisUnreachable | PauseReason::Contested))
+                if !leased && reason != unproven =>
+            {
+                let _g = self.span.clone().entered();
+                warn!(event = "table_paused", reason = %unproven, "table paused");
+                self.set_phase(Phase::Paused(unproven));
+                self.tell_paused(unproven);
                 self.ask_reassert();
             }
             Phase::Open if !alive => self.pause(PauseReason::StoreUnreachable, ctx),

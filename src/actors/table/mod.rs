@@ -130,6 +130,9 @@ pub struct Table {
     write_pause_told: bool,
     /// A move is under way: the instance the table is released to.
     moving_to: Option<String>,
+    /// How this stopping copy ends once its buy-ins in flight have an
+    /// outcome (each is answered as Postgres recorded it).
+    ending: Option<lifecycle::Ending>,
     span: tracing::Span,
 }
 
@@ -191,6 +194,7 @@ impl Table {
             cashing_out: HashSet::new(),
             reassert_asked: None,
             moving_to: None,
+            ending: None,
             write_pause_told: false,
             span,
         }

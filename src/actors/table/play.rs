@@ -298,9 +298,16 @@ impl Table {
 
     pub(super) fn on_write_error(&mut self, e: StoreError, ctx: &mut Context<Self>) {
         match e {
-            StoreError::StaleOwnerBoundaryWrite { fence, current, .. } => {
+            StoreError::StaleOwnerBoundaryWrite {
+                fence,
+                current,
+                frozen,
+                ..
+            } => {
                 note_stale_write(fence, current, "boundary write");
-                self.freeze(FreezeReason::LeaseLost, ctx);
+                // Frozen in Postgres (an operator, through any instance):
+                // told with the reason recorded there.
+                self.freeze(frozen.unwrap_or(FreezeReason::LeaseLost), ctx);
             }
             other if self.clock.is_revoked() => {
                 error!(error = %other, "boundary write failed and the lease was given up");

@@ -13,7 +13,7 @@ use crate::lease::{HeldLease, LeaseClock, LeaseError};
 use crate::protocol::ClientError;
 use crate::runtime::Runtime;
 use crate::store::{StoreError, TableRow};
-use crate::types::{Fence, StateReason, TableId, TableState};
+use crate::types::{recorded_freeze, Fence, FreezeReason, StateReason, TableId, TableState};
 
 /// Why a table could not be hosted, recovered or disposed here.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -22,8 +22,9 @@ pub enum HostError {
     NotFound,
     #[error("table is owned by {owner}")]
     OwnedElsewhere { owner: String, ttl_ms: i64 },
-    #[error("table is frozen")]
-    Frozen,
+    /// Frozen in Postgres, for the reason recorded there.
+    #[error("table is frozen ({0})")]
+    Frozen(FreezeReason),
     #[error("table is {0}")]
     Closed(TableState),
     #[error("table is not frozen")]
@@ -41,12 +42,18 @@ impl HostError {
         match self {
             HostError::NotFound | HostError::Closed(_) => "table_not_found",
             HostError::OwnedElsewhere { .. } => "owned_elsewhere",
-            HostError::Frozen => "table_frozen",
+            HostError::Frozen(_) => "table_frozen",
             HostError::NotFrozen => "not_frozen",
             HostError::Draining => "draining",
             HostError::NotHosted => "not_hosted",
             HostError::Unavailable(_) => "unavailable",
         }
+    }
+
+    fn frozen(row: &TableRow) -> HostError {
+        HostError::Frozen(
+            recorded_freeze(row.state, row.state_reason).unwrap_or(FreezeReason::InternalError),
+        )
     }
 
     fn unavailable(e: impl std::fmt::Display) -> HostError {
@@ -136,7 +143,7 @@ pub(super) async fn acquire_and_load(
     match (mode, row.state) {
         (Mode::Host, s) if s.is_hostable() => {}
         (Mode::Recover, TableState::Frozen) => {}
-        (Mode::Host, TableState::Frozen) => return Err(HostError::Frozen),
+        (Mode::Host, TableState::Frozen) => return Err(HostError::frozen(&row)),
         (Mode::Recover, s) if s.is_hostable() => return Err(HostError::NotFrozen),
         (_, other) => return Err(HostError::Closed(other)),
     }
@@ -197,6 +204,10 @@ async fn load_under_lease(
         .map_err(|e| {
             warn!(table_id = %table, fence = fence.0, error = %e, "stamp refused; releasing the lease");
             match e {
+                StoreError::StaleOwnerBoundaryWrite {
+                    frozen: Some(reason),
+                    ..
+                } => HostError::Frozen(reason),
                 StoreError::StaleOwnerBoundaryWrite { .. } => {
                     HostError::unavailable("a newer owner stamped the table")
                 }
@@ -206,7 +217,7 @@ async fn load_under_lease(
         })?;
     match stamped.state {
         TableState::Open => {}
-        TableState::Frozen => return Err(HostError::Frozen),
+        TableState::Frozen => return Err(HostError::frozen(&stamped)),
         other => return Err(HostError::Closed(other)),
     }
     let seats = rt

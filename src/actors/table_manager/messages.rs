@@ -13,7 +13,7 @@ use crate::actors::table::{Drain, Freeze, ReassertLease, Superseded, Table, Tabl
 use crate::game::Chips;
 use crate::instruments;
 use crate::lease::{HeldLease, RenewOutcome};
-use crate::types::{Fence, FreezeReason, StateReason, TableId, TableState};
+use crate::types::{recorded_freeze, Fence, FreezeReason, StateReason, TableId, TableState};
 
 /// Find the table here, or take its lease and host it.
 #[derive(Message)]
@@ -100,7 +100,7 @@ impl Handler<TableStopped> for TableManager {
         // A move ends here: released to its target, or stopped otherwise.
         let moved = match msg.frozen {
             None => Ok(()),
-            Some(_) => Err(HostError::Frozen),
+            Some(reason) => Err(HostError::Frozen(reason)),
         };
         let movers = self.moving.remove(&msg.table).unwrap_or_default();
         let lease = HeldLease {
@@ -330,20 +330,20 @@ impl Handler<FencesSeen> for TableManager {
             else {
                 continue;
             };
-            let operator = state == TableState::Frozen && reason == Some(StateReason::Operator);
+            let frozen = recorded_freeze(state, reason);
             warn!(
                 event = "fence_moved",
                 table_id = %table,
                 fence = h.fence.0,
                 current = fence.0,
-                operator,
+                frozen = frozen.map(FreezeReason::as_str),
                 "Postgres holds a newer fence for this table; stopping its copy"
             );
-            if operator {
+            if let Some(reason) = frozen {
+                // Frozen in Postgres (an operator's freeze through another
+                // instance): the copy stops and tells that reason.
                 h.clock.revoke();
-                h.addr.do_send(Freeze {
-                    reason: FreezeReason::Operator,
-                });
+                h.addr.do_send(Freeze { reason });
             } else {
                 // The table may see its clock revoked before this message:
                 // it stops the same way then.

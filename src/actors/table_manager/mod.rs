@@ -314,9 +314,14 @@ impl TableManager {
                     h.reasserting = false;
                     info!(event = "lease_reasserted", table_id = %table, fence = new.0, "lease re-asserted");
                 }
-                (Some(h), RefenceOutcome::Failed | RefenceOutcome::Contested, _) => {
-                    h.reasserting = false
+                (Some(h), RefenceOutcome::Contested, _) => {
+                    // The table pauses as `contested` (not `redis_unreachable`)
+                    // once its deadline passes, or at once if it already has.
+                    h.clock.mark_contested();
+                    h.reasserting = false;
+                    h.addr.do_send(CheckLease);
                 }
+                (Some(h), RefenceOutcome::Failed, _) => h.reasserting = false,
                 (hosted, _, taken) => {
                     // Refused, or the table stopped meanwhile: its copy
                     // stops, and a lease taken for it goes back.
