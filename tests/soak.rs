@@ -89,6 +89,34 @@ struct Told {
     ended: Mutex<Vec<Ended>>,
     frozen_frames: Mutex<u64>,
     reconnects: Mutex<u64>,
+    /// Frames that broke the order on their connection: an event whose
+    /// `seq` was not above every `seq` the connection had been told, or a
+    /// snapshot below the last event.
+    out_of_order: Mutex<Vec<String>>,
+}
+
+impl Told {
+    /// Checks `v`, a frame for the table, against the highest `seq` its
+    /// connection was told before, and moves that on.
+    fn order(&self, last: &mut Option<u64>, v: &Value) {
+        let Some(seq) = v["seq"].as_u64() else {
+            return;
+        };
+        let broken = match (v["type"].as_str(), *last) {
+            (Some("event"), Some(l)) => seq <= l,
+            (Some("snapshot"), Some(l)) => seq < l,
+            _ => false,
+        };
+        if broken {
+            self.out_of_order
+                .lock()
+                .unwrap()
+                .push(format!("{} {seq} after {last:?}", v["type"]));
+        }
+        if matches!(v["type"].as_str(), Some("event" | "snapshot")) {
+            *last = Some(last.map_or(seq, |l| l.max(seq)));
+        }
+    }
 }
 
 /// A scripted player that follows its table's owner: it asks Postgres who
@@ -156,6 +184,8 @@ async fn play_at(
     if first["type"] == "error" {
         return;
     }
+    let mut last_seq = None;
+    told.order(&mut last_seq, &first);
     let game = &first["state"]["game"];
     if game["you"].is_null() {
         let sit = json!({"type": "sit", "table": table, "seat": seat, "buy_in": 100});
@@ -188,6 +218,9 @@ async fn play_at(
             continue;
         };
         quiet_since = Instant::now();
+        if v["table"] == table {
+            told.order(&mut last_seq, &v);
+        }
         match v["type"].as_str() {
             Some("frozen") => {
                 *told.frozen_frames.lock().unwrap() += 1;
@@ -452,6 +485,11 @@ async fn three_instances_under_a_seeded_mix_of_faults_keep_every_promise() {
     );
 
     assert_eq!(audit["delta"], 0, "chips conserved: {audit}");
+    let out_of_order = told.out_of_order.lock().unwrap().clone();
+    assert!(
+        out_of_order.is_empty(),
+        "seq strictly increases on every connection: {out_of_order:?}"
+    );
     let states: Vec<(String, String)> = sqlx::query("SELECT id, state FROM tables ORDER BY id")
         .fetch_all(&pool)
         .await

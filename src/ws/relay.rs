@@ -10,6 +10,7 @@
 //! signed with the environment's player-token secret and bound to the two
 //! instance ids, the player and the time (see [`crate::auth::RelayClaim`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -107,6 +108,9 @@ pub struct RelayStart {
     pub out: Recipient<Outbound>,
     pub ended: Recipient<RelayEnded>,
     pub backlog: Arc<Backlog>,
+    /// The highest `seq` this connection's relays of the table have passed
+    /// on (shared with the relays before and after this one).
+    pub told: Arc<AtomicU64>,
 }
 
 pub fn start(args: RelayStart) -> Upstream {
@@ -197,10 +201,12 @@ async fn relay(args: &RelayStart, rx: &mut mpsc::Receiver<String>) -> Ending {
                         continue;
                     };
                     let mut ends = false;
+                    let mut told = None;
                     match (peek.kind.as_str(), peek.code.as_deref()) {
                         ("snapshot" | "event", _) => {
                             joined = true;
                             since = peek.seq.or(since);
+                            told = peek.seq;
                         }
                         // Said before the join was accepted: the owner moved
                         // on meanwhile, or cannot host it right now.
@@ -226,6 +232,9 @@ async fn relay(args: &RelayStart, rx: &mut mpsc::Receiver<String>) -> Ending {
                     }
                     // Like a table's fan-out: the backlog, not the mailbox's
                     // capacity, bounds what waits for a slow client.
+                    if let Some(seq) = told {
+                        args.told.fetch_max(seq, Ordering::Relaxed);
+                    }
                     args.out.do_send(Outbound::Frame(Arc::from(text.as_str())));
                     if ends {
                         let _ = ws.close(None).await;

@@ -22,11 +22,15 @@ use crate::game::PlayerId;
 use crate::instruments;
 use crate::protocol::{self, ClientError, ClientFrame, ServerFrame};
 use crate::runtime::Runtime;
-use crate::types::TableId;
+use crate::types::{FreezeReason, TableId};
 use crate::ws::relay::{self, Ending, RelayEnded, RelayStart, Upstream};
 use crate::ws::socket::{self, WriteError, Writer};
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+/// How long a session waits for the farewell of a table copy that stopped
+/// under one of its commands (it is sent before the copy stops).
+const FAREWELL_GRACE: Duration = Duration::from_secs(1);
 
 /// Token bucket for inbound frames.
 struct RateLimit {
@@ -108,6 +112,8 @@ impl Search {
 enum Joined {
     Local(Addr<Table>),
     Remote(String),
+    /// Following an owner change, the table was found frozen in Postgres.
+    Frozen(FreezeReason),
 }
 
 pub struct WsSession {
@@ -124,6 +130,9 @@ pub struct WsSession {
     /// Numbers this connection's relays, so a late report of a replaced
     /// relay is ignored.
     generation: u64,
+    /// Per relayed table, the highest `seq` its relays have passed to this
+    /// connection (events and snapshots), across relays replaced.
+    told: HashMap<TableId, Arc<AtomicU64>>,
     last_heard: Instant,
     rate: RateLimit,
     backlog: Arc<Backlog>,
@@ -176,6 +185,7 @@ impl WsSession {
             tables: HashMap::new(),
             relayed: who.relayed,
             generation: 0,
+            told: HashMap::new(),
             last_heard: Instant::now(),
             rate,
             writer: Writer::new(io, backlog.clone()),
@@ -301,6 +311,7 @@ impl WsSession {
         let manager = self.manager.clone();
         let msg_table = table.clone();
         let relayed = self.relayed;
+        let following = search.is_some();
         let join = Join {
             session: self.id,
             player: self.player.clone(),
@@ -318,6 +329,9 @@ impl WsSession {
                 Err(HostError::OwnedElsewhere { owner, .. }) if !relayed => {
                     return Ok(Joined::Remote(owner))
                 }
+                // Frozen while the client followed it: told as any copy
+                // tells a freeze, with the reason Postgres records.
+                Err(HostError::Frozen(reason)) if following => return Ok(Joined::Frozen(reason)),
                 Err(e) => return Err(ClientError::from(e)),
             };
             // The copy stopped between the manager's answer and this join.
@@ -326,11 +340,55 @@ impl WsSession {
             })??;
             Ok::<_, ClientError>(Joined::Local(addr))
         };
-        let done = fut.into_actor(self).map(move |res, act, ctx| match res {
+        let done = fut.into_actor(self).map(move |res, act, ctx| {
+            if following && !matches!(act.tables.get(&table), Some(Route::Searching)) {
+                // The client joined again (or left) while this search's join
+                // was on its way: its own join decides the route, and this
+                // one must not send it the events it was already sent.
+                if let Ok(Joined::Local(addr)) = res {
+                    if !matches!(act.tables.get(&table), Some(Route::Local(a)) if *a == addr) {
+                        addr.do_send(Unsubscribe { session: act.id });
+                    }
+                }
+                return;
+            }
+            act.joined(table, since, search, res, ctx);
+        });
+        if search.is_some() {
+            // Following an owner change must not hold up the client's frames
+            // for its other tables.
+            ctx.spawn(done);
+        } else {
+            // Frames of one session are handled in order: the next waits for
+            // this join, so a sit right after a join finds the table joined.
+            ctx.wait(done);
+        }
+    }
+
+    /// What a join found becomes the table's route.
+    fn joined(
+        &mut self,
+        table: TableId,
+        since: Option<u64>,
+        search: Option<Search>,
+        res: Result<Joined, ClientError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let act = self;
+        match res {
             Ok(Joined::Local(addr)) => {
-                act.tables.insert(table, Route::Local(addr));
+                act.set_route(table, Route::Local(addr));
             }
             Ok(Joined::Remote(owner)) => act.start_relay(table, owner, since, search, ctx),
+            Ok(Joined::Frozen(reason)) => {
+                act.tables.remove(&table);
+                let frame = ServerFrame::Frozen {
+                    table: &table,
+                    reason,
+                }
+                .to_shared();
+                act.send_text(&frame, ctx);
+            }
             Err(e) => match search {
                 // The new owner is not there yet (a lease still held by a
                 // crashed owner, a drain releasing): look again.
@@ -352,16 +410,19 @@ impl WsSession {
                     act.reject(ctx, Some(&table), &e);
                 }
             },
-        });
-        if search.is_some() {
-            // Following an owner change must not hold up the client's frames
-            // for its other tables.
-            ctx.spawn(done);
-        } else {
-            // Frames of one session are handled in order: the next waits for
-            // this join, so a sit right after a join finds the table joined.
-            ctx.wait(done);
         }
+    }
+
+    /// Routes `table` anew. A copy hosted here that the old route named
+    /// stops sending to this connection: frames from two routes at once
+    /// could interleave out of order.
+    fn set_route(&mut self, table: TableId, route: Route) {
+        if let Some(Route::Local(old)) = self.tables.get(&table) {
+            if !matches!(&route, Route::Local(new) if new == old) {
+                old.do_send(Unsubscribe { session: self.id });
+            }
+        }
+        self.tables.insert(table, route);
     }
 
     fn start_relay(
@@ -373,6 +434,11 @@ impl WsSession {
         ctx: &mut Context<Self>,
     ) {
         self.generation += 1;
+        let told = self.told.entry(table.clone()).or_default().clone();
+        // What an earlier relay of this table passed on is on its way to
+        // the client already: a resume never asks for it again, so no event
+        // reaches this connection twice or out of order.
+        let since = since.map(|n| n.max(told.load(Ordering::Relaxed)));
         let up = relay::start(RelayStart {
             rt: self.rt.clone(),
             table: table.clone(),
@@ -383,8 +449,9 @@ impl WsSession {
             out: ctx.address().recipient(),
             ended: ctx.address().recipient(),
             backlog: self.backlog.clone(),
+            told,
         });
-        self.tables.insert(
+        self.set_route(
             table,
             Route::Relay {
                 up,
@@ -392,6 +459,25 @@ impl WsSession {
                 search,
             },
         );
+    }
+
+    /// A command found `addr` stopped: its farewell is on its way. Should
+    /// none have come (the route still names that copy a moment later),
+    /// the client is told the subscription is over rather than left
+    /// waiting.
+    fn farewell_due(&mut self, table: TableId, addr: Addr<Table>, ctx: &mut Context<Self>) {
+        ctx.run_later(FAREWELL_GRACE, move |act, ctx| {
+            let stale = matches!(act.tables.get(&table), Some(Route::Local(a)) if *a == addr);
+            if stale {
+                act.tables.remove(&table);
+                act.reject(
+                    ctx,
+                    Some(&table),
+                    &ClientError::new("unavailable", "the table stopped here; join it again")
+                        .ending_subscription(),
+                );
+            }
+        });
     }
 
     /// The table left its owner (drain, crash, move, a stale copy stopped):
@@ -437,6 +523,7 @@ impl WsSession {
         };
         let player = self.player.clone();
         let received = Instant::now();
+        let stopped = addr.clone();
         let fut = async move {
             let sent = match frame {
                 ClientFrame::Sit { seat, buy_in, .. } => {
@@ -465,15 +552,20 @@ impl WsSession {
                 ClientFrame::Leave { .. } => addr.send(Leave { player }).await,
                 ClientFrame::Join { .. } | ClientFrame::Ping => return Ok(()),
             };
-            sent.map_err(|_| ClientError::new("table_frozen", "the table stopped"))?
+            // The copy stopped before answering: every way a table stops
+            // tells its watchers (`frozen`, `released`, the next hosting's
+            // snapshot), and that farewell is the answer.
+            sent.map(|answer| answer.map_err(Some)).unwrap_or(Err(None))
         };
-        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
-            if let Err(e) = res {
+        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| match res {
+            Ok(()) => {}
+            Err(Some(e)) => {
                 if e.code == "table_frozen" {
                     act.tables.remove(&table);
                 }
                 act.reject(ctx, Some(&table), &e);
             }
+            Err(None) => act.farewell_due(table, stopped, ctx),
         }));
     }
 }

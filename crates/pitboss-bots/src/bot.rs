@@ -213,6 +213,8 @@ struct Bot {
     ever_seated: bool,
     turns: TurnBook,
     last_seq: u64,
+    /// The highest `seq` told on this connection.
+    conn_seq: Option<u64>,
     /// A snapshot has come: from now on `last_seq` can resume a join.
     synced: bool,
     /// A join went out that neither a snapshot nor an event has answered.
@@ -267,6 +269,7 @@ impl Bot {
             pacer: Pacer::new(rate),
             turns: TurnBook::default(),
             last_seq: 0,
+            conn_seq: None,
             synced: false,
             join_pending: false,
             seated: false,
@@ -297,6 +300,17 @@ impl Bot {
     fn protocol_error(&self, what: impl std::fmt::Display) {
         self.dump(&what);
         self.shared.stats.protocol_error(&self.cfg.name, what);
+    }
+
+    /// `seq` strictly increases per table on a connection (and across the
+    /// connections of one bot): a frame that breaks it is a protocol error
+    /// counted on its own too.
+    fn out_of_order(&self, what: impl std::fmt::Display) {
+        self.shared
+            .stats
+            .out_of_order
+            .fetch_add(1, Ordering::Relaxed);
+        self.protocol_error(what);
     }
 
     fn mark_seated(&mut self) {
@@ -459,6 +473,7 @@ impl Bot {
     async fn reconnect(&mut self, why: &str, leaving: bool) -> Result<(), Fatal> {
         self.trace('!', &format!("connection lost: {why}"));
         self.ws = None;
+        self.conn_seq = None;
         // Whatever was on its way is answered in the replay, or settled by
         // the snapshot, or never.
         self.turns.interrupt();
@@ -682,8 +697,15 @@ impl Bot {
             self.stats().resyncs.fetch_add(1, Ordering::Relaxed);
         }
         self.synced = true;
-        // The new baseline: events go on from here, and a new hosting
-        // numbers them from its own epoch.
+        // A snapshot shows the table as of its `seq`: never older than
+        // what this connection was told (a new hosting numbers from a
+        // higher epoch). Across connections a stale copy may still answer
+        // a join before the fence check stops it.
+        if let Some(told) = self.conn_seq.filter(|&told| seq < told) {
+            self.out_of_order(format!("snapshot seq {seq} after {told}"));
+        }
+        self.conn_seq = Some(self.conn_seq.map_or(seq, |c| c.max(seq)));
+        // The new baseline: events go on from here.
         self.last_seq = seq;
         self.heard();
         // If the table is still paused, `paused` follows the snapshot.
@@ -890,9 +912,10 @@ impl Bot {
         // Events addressed to other seats (their hole cards) use numbers we
         // never see, so only the order is checked, not gaps.
         if seq <= self.last_seq {
-            self.protocol_error(format!("event seq {seq} after {}", self.last_seq));
+            self.out_of_order(format!("event seq {seq} after {}", self.last_seq));
         }
         self.last_seq = self.last_seq.max(seq);
+        self.conn_seq = Some(self.conn_seq.map_or(seq, |c| c.max(seq)));
         let me = v["player"].as_str() == Some(self.cfg.name.as_str());
         let my_seat = v["seat"].as_u64() == Some(self.cfg.seat);
         match v["kind"].as_str().unwrap_or("") {

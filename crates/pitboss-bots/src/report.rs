@@ -245,6 +245,10 @@ pub async fn finish(shared: &Shared, tables: &[String], bots: &[BotCfg], ending:
     line("steady play from", mark(stats.play_from()));
     line("wind-down began", mark(stats.wind_down_at()));
     line("protocol errors", protocol_errors.to_string());
+    line(
+        "frames out of order",
+        stats.out_of_order.load(Ordering::Relaxed).to_string(),
+    );
     for e in &early {
         line("  error", e.clone());
     }

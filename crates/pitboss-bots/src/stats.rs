@@ -115,6 +115,10 @@ pub struct Stats {
     pub resyncs: AtomicU64,
     pub granted: AtomicU64,
     pub protocol_errors: AtomicU64,
+    /// Of the protocol errors, frames out of order on their connection: an
+    /// event whose `seq` is not above every `seq` told before, or a
+    /// snapshot below the last event.
+    pub out_of_order: AtomicU64,
     /// Milliseconds since the start at which the last hand completed.
     pub last_hand_ms: AtomicU64,
     /// A bot hit something it cannot play through; the run winds down.

@@ -163,6 +163,11 @@ pub struct Inputs<'a> {
     /// told a result again (every fault lifted and settled).
     pub tables: &'a [String],
     pub settled_ms: i64,
+    /// The bots' count of frames out of order on their connections
+    /// (`None`: their summary did not say).
+    pub out_of_order: Option<u64>,
+    /// The bots' protocol errors, which name those frames.
+    pub bot_errors: &'a [String],
 }
 
 pub async fn run(inp: Inputs<'_>) -> anyhow::Result<(Vec<Check>, i64)> {
@@ -426,6 +431,24 @@ pub async fn run(inp: Inputs<'_>) -> anyhow::Result<(Vec<Check>, i64)> {
         // (a starved machine, at a short TTL) pauses rather than deals:
         // slow, not wrong.
         .not_gating(),
+    );
+
+    checks.push(
+        Check::new(
+            "seq strictly increases on every connection",
+            inp.out_of_order == Some(0),
+            match inp.out_of_order {
+                Some(n) => format!("{n} frames out of order, over every bot's connections"),
+                None => "the bots did not report their frames' order".to_string(),
+            },
+        )
+        .with_examples(
+            inp.bot_errors
+                .iter()
+                .filter(|e| e.contains(" seq "))
+                .cloned()
+                .collect(),
+        ),
     );
 
     checks.push(

@@ -296,6 +296,10 @@ async fn play(
         unexpected_exits: &unexpected,
         tables: &tables,
         settled_ms,
+        out_of_order: bots_outcome
+            .field("frames out of order")
+            .and_then(|n| n.parse().ok()),
+        bot_errors: &bots_outcome.errors,
     })
     .await?;
     let records = lock(&faults.records).clone();

@@ -244,6 +244,14 @@ impl Table {
             return Err(ClientError::new("unavailable", "the connection is gone"));
         }
         let cap = self.rt.settings.ws.outbound_queue_bytes;
+        // A session subscribed already has been sent every event so far (a
+        // client's second join, or its join crossing the server's own
+        // search for this table): a resume sends only what comes next, so
+        // no event reaches the connection twice or out of order.
+        let since = match since {
+            Some(n) if self.subscribers.contains_key(&session) => Some(n.max(self.seq)),
+            other => other,
+        };
         let oldest = self.history.front().map_or(self.seq + 1, |s| s.seq);
         let replay = since.filter(|&n| n <= self.seq && n + 1 >= oldest);
         let sent_all = match replay {
