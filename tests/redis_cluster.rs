@@ -373,3 +373,77 @@ async fn a_renew_after_a_table_s_slot_moved_to_another_master_still_renews_it() 
     // And the map read again routes it to its new master from then on.
     assert_eq!(lease.renew_all(&held).await.expect("renew"), all_renewed);
 }
+
+/// The seed-node list as `redis-cli --cluster` and managed services print
+/// it: `host:port`, no scheme.
+fn bare_nodes_csv(cluster: &RedisCluster) -> String {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            n.url()
+                .strip_prefix("redis://")
+                .expect("a redis:// url")
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn seed_nodes_given_as_host_port_or_as_redis_urls_both_talk_to_the_cluster() {
+    let db = test_db().await;
+    let cluster = RedisCluster::start(3).await;
+    let bare = bare_nodes_csv(&cluster);
+    assert!(!bare.contains("://"), "{bare}");
+    // One instance on the bare form, one on a list that mixes both.
+    let mixed = format!(
+        "{},{}",
+        cluster.nodes[0]
+            .url()
+            .strip_prefix("redis://")
+            .expect("url"),
+        cluster.nodes[1..]
+            .iter()
+            .map(|n| n.url())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    for (id, nodes) in [("bare-nodes", bare), ("mixed-nodes", mixed)] {
+        let cfg = ServerConfig::new(&db, &unique_env())
+            // Not used while cluster nodes are set: a port nothing listens on.
+            .with_redis("redis://127.0.0.1:1")
+            .with_env("PITBOSS__REDIS__CLUSTER_NODES", &nodes)
+            .with_instance(id);
+        let env = cfg.environment.clone();
+        let server = Server::start(cfg).await;
+        let mut tables = Vec::new();
+        for _ in 0..12 {
+            tables.push(play::new_table(&server).await);
+        }
+        // The leases are on the cluster, spread over its masters.
+        for i in 0..3 {
+            let leases = cluster.keys_on(i, &format!("lease:table:{env}:*")).await;
+            assert!(leases > 0, "{id} ({nodes}): node {i} holds no lease");
+        }
+        server.sigterm();
+        let status = server.wait_exit(Duration::from_secs(20)).await;
+        assert!(status.is_some_and(|s| s.success()), "{id} drained");
+    }
+
+    // Neither form: refused at start, exit 2, with the forms it takes.
+    let bogus = ServerConfig::new(&db, &unique_env())
+        .with_env("PITBOSS__REDIS__CLUSTER_NODES", "bogus")
+        .with_instance("bogus-nodes");
+    let failed = match Server::try_start(bogus).await {
+        Ok(_) => panic!("a cluster_nodes of bogus started"),
+        Err(failed) => failed,
+    };
+    assert_eq!(failed.status.and_then(|s| s.code()), Some(2), "{failed}");
+    assert!(
+        failed.logs.iter().any(|l| l.contains(
+            "redis.cluster_nodes entry 1 is not a node: expected a comma-separated list of host:port, redis://host:port or rediss://host:port"
+        )),
+        "{failed}"
+    );
+}

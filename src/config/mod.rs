@@ -116,12 +116,12 @@ pub struct RedisSettings {
     /// the system's trust store.
     #[serde(default)]
     pub tls_ca_file: Option<std::path::PathBuf>,
-    /// Comma-separated seed nodes of a Redis Cluster (`redis://h:p` or
-    /// `rediss://h:p`); set, pitboss talks Redis Cluster through them and
+    /// Comma-separated seed nodes of a Redis Cluster (`h:p`, `redis://h:p`
+    /// or `rediss://h:p`); set, pitboss talks Redis Cluster through them and
     /// `url` is not used.
     #[serde(default)]
     pub cluster_nodes: Option<SecretString>,
-    /// Comma-separated Sentinels (`redis://h:p`) watching the master named
+    /// Comma-separated Sentinels (`h:p` or `redis://h:p`) watching the master named
     /// `sentinel_master`; set, pitboss talks to the master they name, and
     /// finds it again after a failover. `url` is not used.
     #[serde(default)]
@@ -131,15 +131,49 @@ pub struct RedisSettings {
     pub sentinel_master: Option<String>,
 }
 
-/// The non-empty entries of a comma-separated list.
+/// The non-empty entries of a comma-separated list, each as a URL: a bare
+/// `host:port` (the form `redis-cli --cluster` and managed services print)
+/// means `redis://host:port`. An entry that is neither stays as given, for
+/// the check to refuse.
 fn list(raw: Option<&SecretString>) -> Option<Vec<String>> {
     let nodes: Vec<String> = secrecy::ExposeSecret::expose_secret(raw?)
         .split(',')
         .map(str::trim)
         .filter(|n| !n.is_empty())
-        .map(String::from)
+        .map(|n| node_url(n).unwrap_or_else(|| n.to_string()))
         .collect();
     (!nodes.is_empty()).then_some(nodes)
+}
+
+/// What the check says of a node entry it refuses.
+const NODE_FORMS: &str = "host:port, redis://host:port or rediss://host:port (e.g. 10.0.0.5:7000)";
+
+/// A seed node as a Redis URL: `redis://…` and `rediss://…` as given, a
+/// bare `host:port` (host a name, an IPv4 address or a bracketed IPv6
+/// address; port 1–65535) as `redis://host:port`; `None` for anything else.
+pub fn node_url(entry: &str) -> Option<String> {
+    if let Some(rest) = entry
+        .strip_prefix("redis://")
+        .or_else(|| entry.strip_prefix("rediss://"))
+    {
+        return (!rest.is_empty()).then(|| entry.to_string());
+    }
+    let (host, port) = entry.rsplit_once(':')?;
+    let port_ok = !port.is_empty()
+        && port.len() <= 5
+        && port.bytes().all(|b| b.is_ascii_digit())
+        && port.parse::<u16>().is_ok_and(|p| p > 0);
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !host.is_empty()
+                && host.len() <= 253
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+        }
+    };
+    (port_ok && host_ok).then(|| format!("redis://{entry}"))
 }
 
 impl RedisSettings {
@@ -253,27 +287,47 @@ struct Sources {
 
 impl Sources {
     fn from_process(options: &LoadOptions) -> Result<Sources, String> {
-        let run_env: RunEnv = std::env::var("PITBOSS_ENV")
-            .unwrap_or_else(|_| "local".into())
+        Sources::from_vars(options, std::env::vars_os().collect())
+    }
+
+    /// `from_process` over the environment `env` instead of the process's
+    /// (names as given, in order; a name given twice means its last value).
+    fn from_vars(
+        options: &LoadOptions,
+        env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    ) -> Result<Sources, String> {
+        let var_os = |name: &str| {
+            env.iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        let run_env: RunEnv = var_os("PITBOSS_ENV")
+            .and_then(|v| v.into_string().ok())
+            .unwrap_or_else(|| "local".into())
             .parse()?;
         let dir = match &options.config_dir {
             Some(dir) => dir.clone(),
-            None => std::env::var_os("PITBOSS_CONFIG_DIR")
+            None => var_os("PITBOSS_CONFIG_DIR")
                 .filter(|d| !d.is_empty())
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_DIR)),
         };
         let mut vars = HashMap::new();
-        for (name, value) in std::env::vars_os() {
+        for (name, value) in env {
             let Some(name) = name.to_str() else { continue };
             if is_setting_var(name) {
                 let value = value.into_string().map_err(|_| {
-                    format!("config error: environment variable {name} is not valid UTF-8")
+                    format!(
+                        "config error: environment variable {} is not valid UTF-8",
+                        shown(name)
+                    )
                 })?;
                 vars.insert(name.to_string(), value);
             } else if looks_like_a_mistyped_setting(name) {
                 return Err(format!(
-                    "config error: unknown environment variable {name} (settings are {ENV_PREFIX}<SECTION>__<KEY>)"
+                    "config error: unknown environment variable {} (settings are {ENV_PREFIX}<SECTION>__<KEY>)",
+                    shown(name)
                 ));
             }
         }
@@ -442,12 +496,9 @@ impl Settings {
             match nodes {
                 // The entry is not echoed: it may carry a password.
                 Some(nodes) => {
-                    if let Some(n) = nodes
-                        .iter()
-                        .position(|n| !(n.starts_with("redis://") || n.starts_with("rediss://")))
-                    {
+                    if let Some(n) = nodes.iter().position(|n| node_url(n).is_none()) {
                         return Err(format!(
-                            "config error: {key} must be redis:// or rediss:// URLs; entry {} is not",
+                            "config error: {key} entry {} is not a node: expected a comma-separated list of {NODE_FORMS}",
                             n + 1
                         ));
                     }
@@ -516,6 +567,7 @@ fn load_from(sources: &Sources, options: &LoadOptions) -> Result<Settings, Strin
             looked_in.display()
         ));
     }
+    check_var_names(&sources.vars)?;
     let env_file = sources.env_file();
     let vars = config::Environment::with_prefix("PITBOSS")
         .prefix_separator(ENV_SEPARATOR)
@@ -556,6 +608,60 @@ fn load_from(sources: &Sources, options: &LoadOptions) -> Result<Settings, Strin
         .unwrap_or_else(|| default_redis_op_timeout_ms(settings.lease.ttl_ms));
     settings.check()?;
     Ok(settings)
+}
+
+/// Every setting variable names one setting or section of its own: after
+/// the prefix, only letters, digits and `_` (the `config` crate would read
+/// `[0]`, `.` or a backtick as a path into the settings, and `HTTP[9999999999]`
+/// as an array that large), and no two variables set the same key or a key
+/// and the section around it (which one won would depend on hash order).
+fn check_var_names(vars: &HashMap<String, String>) -> Result<(), String> {
+    let mut names: Vec<&String> = vars.keys().collect();
+    names.sort();
+    let mut keys: Vec<(String, &String)> = Vec::with_capacity(names.len());
+    for name in names {
+        let plain = name
+            .get(ENV_PREFIX.len()..)
+            .is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+        if !plain {
+            return Err(format!(
+                "config error: unknown environment variable {} (settings are {ENV_PREFIX}<SECTION>__<KEY>, in letters, digits and '_')",
+                shown(name)
+            ));
+        }
+        let key = var_key(name);
+        let within = |outer: &str, inner: &str| {
+            inner == outer
+                || inner
+                    .strip_prefix(outer)
+                    .is_some_and(|r| r.starts_with('.'))
+        };
+        if let Some((other_key, other)) = keys
+            .iter()
+            .find(|(k, _)| within(k, &key) || within(&key, k))
+        {
+            let outer = if other_key.len() <= key.len() {
+                other_key
+            } else {
+                &key
+            };
+            return Err(format!(
+                "config error: environment variables {other} and {name} both set {outer}"
+            ));
+        }
+        keys.push((key, name));
+    }
+    Ok(())
+}
+
+/// A variable's name in a refusal: as it is when it is printable ASCII,
+/// quoted and escaped otherwise, so the refusal stays one line.
+fn shown(name: &str) -> String {
+    if name.bytes().all(|b| b.is_ascii_graphic()) {
+        name.to_string()
+    } else {
+        format!("{name:?}")
+    }
 }
 
 /// 2 s, or less with a short TTL so the timeout stays within the renew
@@ -687,5 +793,9 @@ fn resolve_instance_id(configured: Option<String>) -> Result<String, String> {
         .ok_or_else(|| "config error: no instance id: set PITBOSS__INSTANCE__ID".to_string())
 }
 
+#[doc(hidden)]
+pub mod checks;
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod tests;

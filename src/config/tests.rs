@@ -407,3 +407,116 @@ fn bad_instance_ids_and_environments_are_refused() {
         assert!(e.contains(says), "{name}={value:?}: {e}");
     }
 }
+
+#[test]
+fn seed_nodes_are_taken_as_host_port_or_as_redis_urls() {
+    let dir = ConfigDir::copy_of_repo();
+    let s = dir
+        .load(&[(
+            "PITBOSS__REDIS__CLUSTER_NODES",
+            "127.0.0.1:7000, redis://127.0.0.1:7001,rediss://cache.example.com:6380,[::1]:7002",
+        )])
+        .expect("host:port and URLs load");
+    assert_eq!(
+        s.redis.cluster_nodes().expect("nodes"),
+        [
+            "redis://127.0.0.1:7000",
+            "redis://127.0.0.1:7001",
+            "rediss://cache.example.com:6380",
+            "redis://[::1]:7002",
+        ]
+    );
+    let s = dir
+        .load(&[
+            (
+                "PITBOSS__REDIS__SENTINEL_NODES",
+                "10.0.0.5:26379,sentinel-2:26379",
+            ),
+            ("PITBOSS__REDIS__SENTINEL_MASTER", "pitboss"),
+        ])
+        .expect("bare Sentinel nodes load");
+    assert_eq!(
+        s.redis.sentinel_nodes().expect("nodes"),
+        ["redis://10.0.0.5:26379", "redis://sentinel-2:26379"]
+    );
+}
+
+#[test]
+fn a_seed_node_that_is_neither_host_port_nor_a_url_is_refused_with_the_expected_form() {
+    let dir = ConfigDir::copy_of_repo();
+    for (name, value, entry) in [
+        ("PITBOSS__REDIS__CLUSTER_NODES", "bogus", 1),
+        ("PITBOSS__REDIS__CLUSTER_NODES", "127.0.0.1:7000,bogus", 2),
+        ("PITBOSS__REDIS__CLUSTER_NODES", "127.0.0.1:0", 1),
+        ("PITBOSS__REDIS__CLUSTER_NODES", "127.0.0.1:70000", 1),
+        ("PITBOSS__REDIS__CLUSTER_NODES", "host:", 1),
+        ("PITBOSS__REDIS__CLUSTER_NODES", ":7000", 1),
+        ("PITBOSS__REDIS__CLUSTER_NODES", "a b:7000", 1),
+        ("PITBOSS__REDIS__CLUSTER_NODES", "[zz]:7000", 1),
+        ("PITBOSS__REDIS__CLUSTER_NODES", "redis://", 1),
+        ("PITBOSS__REDIS__SENTINEL_NODES", "http://a:1", 1),
+    ] {
+        let mut vars = vec![(name, value)];
+        if name.contains("SENTINEL") {
+            vars.push(("PITBOSS__REDIS__SENTINEL_MASTER", "pitboss"));
+        }
+        let e = err(dir.load(&vars));
+        let key = if name.contains("SENTINEL") {
+            "redis.sentinel_nodes"
+        } else {
+            "redis.cluster_nodes"
+        };
+        assert!(
+            e.contains(&format!("{key} entry {entry} is not a node")),
+            "{value:?}: {e}"
+        );
+        assert!(
+            e.contains("host:port, redis://host:port or rediss://host:port"),
+            "{value:?}: {e}"
+        );
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+}
+
+/// Found by the `config_env` fuzz target: the `config` crate reads `[n]` in
+/// a variable's name as an index (`PITBOSS__HTTP[9999999999]` made it
+/// allocate an array that large) and `.` as a path, and which of two
+/// variables for one key won depended on hash order.
+#[test]
+fn variable_names_that_are_paths_or_that_set_one_key_twice_are_refused() {
+    let dir = ConfigDir::copy_of_repo();
+    for name in [
+        "PITBOSS__HTTP[9999999999]",
+        "PITBOSS__HTTP__PORT[0]",
+        "PITBOSS__HTTP.PORT",
+        "PITBOSS__HTTP__PO`RT",
+        "PITBOSS__HTTP__PO RT",
+    ] {
+        let e = err(dir.load(&[(name, "5")]));
+        assert_eq!(
+            e,
+            format!(
+                "config error: unknown environment variable {} (settings are PITBOSS__<SECTION>__<KEY>, in letters, digits and '_')",
+                if name.contains(' ') { format!("{name:?}") } else { name.to_string() }
+            )
+        );
+    }
+    let e = err(dir.load(&[("PITBOSS__HTTP__PORT", "5"), ("pitboss__http__port", "6")]));
+    assert_eq!(
+        e,
+        "config error: environment variables PITBOSS__HTTP__PORT and pitboss__http__port both set http.port"
+    );
+    let e = err(dir.load(&[("PITBOSS__HTTP", "5"), ("PITBOSS__HTTP__PORT", "6")]));
+    assert_eq!(
+        e,
+        "config error: environment variables PITBOSS__HTTP and PITBOSS__HTTP__PORT both set http"
+    );
+    // One variable per key, in any case, still loads.
+    let settings = dir
+        .load(&[("pitboss__http__port", "6"), ("PITBOSS__HTTP__HOST", "::1")])
+        .expect("loads");
+    assert_eq!(
+        (settings.http.port, settings.http.host.as_str()),
+        (6, "::1")
+    );
+}
