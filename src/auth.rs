@@ -85,7 +85,11 @@ impl TokenSigner {
         mac.update(&payload);
         mac.verify_slice(&sig)
             .map_err(|_| TokenError::BadSignature)?;
-        let claims: Claims = serde_json::from_slice(&payload).map_err(|_| TokenError::Malformed)?;
+        // JSON is UTF-8 throughout: `from_slice` would skip a field it
+        // ignores without checking its bytes, and take a payload that is
+        // not JSON.
+        let payload = std::str::from_utf8(&payload).map_err(|_| TokenError::Malformed)?;
+        let claims: Claims = serde_json::from_str(payload).map_err(|_| TokenError::Malformed)?;
         if claims.exp < now_unix {
             return Err(TokenError::Expired);
         }
@@ -182,9 +186,35 @@ pub fn now_unix() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
+#[doc(hidden)]
+pub mod checks;
+#[cfg(test)]
+mod proptests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `relay_credential` fuzz target: a signed payload with
+    /// bytes that are not UTF-8 in a field the claims do not read was
+    /// accepted, although it is no JSON.
+    #[test]
+    fn a_signed_payload_that_is_not_utf8_is_malformed() {
+        let signer = TokenSigner::new(SecretString::from("s3cret".to_string()));
+        let sign = |payload: &[u8]| {
+            let mut mac = signer.mac();
+            mac.update(payload);
+            format!(
+                "{}.{}",
+                URL_SAFE_NO_PAD.encode(payload),
+                URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+            )
+        };
+        let bad = b"{\"sub\":\"alice\",\"exp\":745,\"x\":\"\xa7ic\"}";
+        assert_eq!(signer.verify(&sign(bad), 700), Err(TokenError::Malformed));
+        let good = b"{\"sub\":\"alice\",\"exp\":745,\"x\":\"ic\"}";
+        assert_eq!(signer.verify(&sign(good), 700), Ok("alice".to_string()));
+    }
 
     fn signer(s: &str) -> TokenSigner {
         TokenSigner::new(SecretString::from(s.to_string()))

@@ -5,11 +5,11 @@
 //!
 //! The properties are `pitboss::game::checks::check_sequence`, the ones the
 //! command-sequence property tests assert too; this target only turns the
-//! fuzzer's bytes into its input.
+//! fuzzer's bytes into its input, at most `MAX_OPS` commands of it.
 
 #![no_main]
 
-use arbitrary::Arbitrary;
+use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use pitboss::game::checks;
 use pitboss::game::{Chips, TableConfig, VoidReason};
@@ -141,10 +141,30 @@ enum Op {
     },
 }
 
-#[derive(Arbitrary, Debug)]
+/// Commands per input, as many as the property tests play (`0..200`):
+/// enough for several hands at a full table. Bytes past them are not read,
+/// so an input costs at most this many commands (with `-max_len=4096`, few
+/// inputs reach it).
+const MAX_OPS: usize = 200;
+
+#[derive(Debug)]
 struct Input {
     config: ConfigIn,
     ops: Vec<Op>,
+}
+
+impl<'a> Arbitrary<'a> for Input {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        let config = u.arbitrary()?;
+        let mut ops = Vec::new();
+        while ops.len() < MAX_OPS && !u.is_empty() {
+            match u.arbitrary() {
+                Ok(op) => ops.push(op),
+                Err(_) => break,
+            }
+        }
+        Ok(Input { config, ops })
+    }
 }
 
 impl From<SeatIn> for checks::SeatIn {

@@ -132,9 +132,16 @@ pub fn check_sequence(config: &TableConfig, ops: &[Op]) {
             return;
         }
     };
+    // The table as it stood before the command under check. It is copied
+    // again only after a command is accepted: a refused one must leave the
+    // table exactly as it was, so the copy still holds for the next one,
+    // and the many refused commands cost no copy at all.
+    let mut before = game.clone();
     for op in ops {
         if let Some((cmd, legal)) = command(&game, op) {
-            check_command(&mut game, cmd, legal);
+            if check_command(&mut game, &before, cmd, legal) {
+                before = game.clone();
+            }
         }
     }
 }
@@ -186,14 +193,16 @@ fn deck(d: &DeckIn) -> Vec<Card> {
 fn command(game: &Game, op: &Op) -> Option<(Command, bool)> {
     let hand_no = game.hand_no();
     let decision_no = game.decision().unwrap_or(0);
-    let (raise_min, raise_max) = game
-        .legal_actions()
-        .iter()
-        .find_map(|l| match *l {
-            LegalAction::Bet { min, max } | LegalAction::Raise { min, max } => Some((min, max)),
-            _ => None,
-        })
-        .unwrap_or((game.config().big_blind, game.config().max_buy_in));
+    // Worked out only for the bets and raises that need it.
+    let raise_range = || {
+        game.legal_actions()
+            .iter()
+            .find_map(|l| match *l {
+                LegalAction::Bet { min, max } | LegalAction::Raise { min, max } => Some((min, max)),
+                _ => None,
+            })
+            .unwrap_or((game.config().big_blind, game.config().max_buy_in))
+    };
     let cmd = match op {
         Op::Sit {
             seat: s,
@@ -228,8 +237,14 @@ fn command(game: &Game, op: &Op) -> Option<(Command, bool)> {
                 ActionIn::Check => Action::Check,
                 ActionIn::Call => Action::Call,
                 ActionIn::AllIn => Action::AllIn,
-                ActionIn::Bet(x) => Action::Bet(amount(raise_min, raise_max, x)),
-                ActionIn::Raise(x) => Action::Raise(amount(raise_min, raise_max, x)),
+                ActionIn::Bet(x) => {
+                    let (min, max) = raise_range();
+                    Action::Bet(amount(min, max, x))
+                }
+                ActionIn::Raise(x) => {
+                    let (min, max) = raise_range();
+                    Action::Raise(amount(min, max, x))
+                }
             };
             Command::Act {
                 hand: number(hand_no, *hand),
@@ -297,8 +312,9 @@ fn visible_chips(game: &Game) -> u128 {
     seats + pots
 }
 
-fn check_command(game: &mut Game, cmd: Command, legal: bool) {
-    let before = game.clone();
+/// Applies `cmd` to `game`, which stands as `before` does, and checks the
+/// answer; true when the command was accepted.
+fn check_command(game: &mut Game, before: &Game, cmd: Command, legal: bool) -> bool {
     match game.apply(cmd.clone()) {
         Err(e) => {
             assert!(
@@ -306,7 +322,8 @@ fn check_command(game: &mut Game, cmd: Command, legal: bool) {
                 "{cmd:?} refused with {e:?}"
             );
             assert!(!legal, "legal {cmd:?} refused: {e:?}");
-            assert_eq!(*game, before, "refused {cmd:?} changed the table");
+            assert_eq!(&*game, before, "refused {cmd:?} changed the table");
+            false
         }
         Ok(events) => {
             let expected = i128::from(before.total_chips().0) + chips_brought(&events);
@@ -334,6 +351,7 @@ fn check_command(game: &mut Game, cmd: Command, legal: bool) {
                     "a hand with nobody to act after {cmd:?}"
                 );
             }
+            true
         }
     }
 }
