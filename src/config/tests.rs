@@ -1,10 +1,14 @@
 //! Loading, strictness and cross-field rules, against config directories
 //! the tests write.
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use config::Source as _;
 use secrecy::ExposeSecret;
 
+use super::load::looks_like_a_mistyped_setting;
 use super::*;
 
 /// A copy of the repository's `config/` in a directory of its own, so a
