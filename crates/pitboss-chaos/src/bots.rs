@@ -137,7 +137,11 @@ impl Bots {
             } else if let Some(e) = line.trim_start().strip_prefix("error: ") {
                 errors.push(e.to_string());
             } else if let Some((k, v)) = line.split_once(": ") {
-                if !k.contains(' ') || k.starts_with("latency") || k.starts_with("protocol") {
+                if !k.contains(' ')
+                    || k.starts_with("latency")
+                    || k.starts_with("protocol")
+                    || k.starts_with("frames")
+                {
                     summary.push((k.trim().to_string(), v.trim().to_string()));
                 }
             }
