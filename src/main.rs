@@ -1,34 +1,98 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
+use clap::{Args, Parser, Subcommand};
 use pitboss::auth::{now_unix, TokenSigner};
 use pitboss::config::{LoadOptions, Settings};
 use pitboss::lease::ClaimError;
 use pitboss::startup::Application;
 
+/// The usage line a usage error ends with.
 const USAGE: &str = "usage: pitboss [serve] [--host H] [--port N] [--config-dir DIR] | pitboss token [--config-dir DIR] <player>";
 
-/// What the command line asks for.
-enum Command<'a> {
-    Serve,
-    Token(&'a str),
-    Help,
+/// pitboss: game tables as actors, one dealer per table under an ownership
+/// lease in Redis, every write fenced in Postgres. Without a command it
+/// serves.
+#[derive(Debug, Parser)]
+#[command(
+    name = "pitboss",
+    version,
+    verbatim_doc_comment,
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Apply the migrations, then serve HTTP, WebSocket and the actors
+    /// (the default); SIGTERM or SIGINT drains and exits 0
+    Serve(ServeArgs),
+    /// Print a signed player token (the secret is auth.secret)
+    Token {
+        /// The config directory (default: PITBOSS_CONFIG_DIR, else
+        /// ./config)
+        #[arg(long, value_name = "DIR")]
+        config_dir: Option<PathBuf>,
+        /// The player's name: 1-32 of A-Z a-z 0-9 _ - .
+        player: String,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// The address to listen on (http.host)
+    #[arg(long, value_name = "H")]
+    host: Option<String>,
+    /// The port to listen on, 0-65535 (http.port)
+    #[arg(long, value_name = "N")]
+    port: Option<u16>,
+    /// The config directory (default: PITBOSS_CONFIG_DIR, else ./config)
+    #[arg(long, value_name = "DIR")]
+    config_dir: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    fn options(self) -> LoadOptions {
+        LoadOptions {
+            config_dir: self.config_dir,
+            http_host: self.host,
+            http_port: self.port,
+        }
+    }
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (command, options) = match parse_args(&args) {
-        Ok(parsed) => parsed,
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
-            eprintln!("pitboss: {e}; {USAGE}");
+            // One line, as every other refusal to start: what was wrong,
+            // then the usage.
+            eprintln!("pitboss: {}; {USAGE}", first_line(&e));
             return ExitCode::from(2);
         }
     };
-    if let Command::Help = command {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
+    let (player, options) = match cli.command {
+        None => (None, cli.serve.options()),
+        Some(Command::Serve(serve)) => (None, serve.options()),
+        Some(Command::Token { config_dir, player }) => (
+            Some(player),
+            LoadOptions {
+                config_dir,
+                ..LoadOptions::default()
+            },
+        ),
+    };
     let settings = match Settings::load_with(&options) {
         Ok(s) => s,
         Err(e) => {
@@ -36,57 +100,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match command {
-        Command::Serve => serve(settings),
-        Command::Token(player) => token(&settings, player),
-        Command::Help => ExitCode::SUCCESS,
+    match player {
+        None => serve(settings),
+        Some(player) => token(&settings, &player),
     }
 }
 
-/// `pitboss` alone (or with only flags) serves.
-fn parse_args<'a>(args: &'a [&'a str]) -> Result<(Command<'a>, LoadOptions), String> {
-    let (command, flags) = match args {
-        ["-h" | "--help" | "help", ..] => return Ok((Command::Help, LoadOptions::default())),
-        ["serve", rest @ ..] => ("serve", rest),
-        ["token", rest @ ..] => ("token", rest),
-        rest => ("serve", rest),
-    };
-    let mut options = LoadOptions::default();
-    let mut player = None;
-    let mut flags = flags.iter();
-    while let Some(&arg) = flags.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value)),
-            _ => (arg, None),
-        };
-        let mut value = || {
-            inline
-                .or_else(|| flags.next().copied())
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
-        match (command, flag) {
-            (_, "-h" | "--help") => return Ok((Command::Help, options)),
-            (_, "--config-dir") => options.config_dir = Some(PathBuf::from(value()?)),
-            ("serve", "--host") => options.http_host = Some(value()?.to_string()),
-            ("serve", "--port") => {
-                let port = value()?;
-                options.http_port =
-                    Some(port.parse().map_err(|_| {
-                        format!("--port needs a port number (0-65535), not {port:?}")
-                    })?);
-            }
-            (_, flag) if flag.starts_with('-') => {
-                return Err(format!("unknown flag {flag} for {command}"));
-            }
-            ("token", name) if player.is_none() => player = Some(name),
-            (_, extra) => return Err(format!("unexpected argument {extra:?}")),
-        }
-    }
-    match (command, player) {
-        ("token", Some(player)) => Ok((Command::Token(player), options)),
-        ("token", None) => Err("token needs a player name".into()),
-        _ => Ok((Command::Serve, options)),
-    }
+/// clap's message without its `error: ` prefix, tips and usage block.
+fn first_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let line = rendered.lines().next().unwrap_or_default();
+    line.strip_prefix("error: ").unwrap_or(line).to_string()
 }
 
 fn token(settings: &Settings, player: &str) -> ExitCode {
@@ -133,5 +157,29 @@ fn serve(settings: Settings) -> ExitCode {
                 _ => ExitCode::FAILURE,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn serve_is_the_default_and_token_takes_one_player() {
+        let cli = Cli::try_parse_from(["pitboss", "--port", "9000"]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.serve.port, Some(9000));
+        let cli = Cli::try_parse_from(["pitboss", "token", "alice"]).unwrap();
+        assert!(
+            matches!(cli.command, Some(Command::Token { ref player, .. }) if player == "alice")
+        );
+        assert!(Cli::try_parse_from(["pitboss", "token", "alice", "bob"]).is_err());
+        assert!(Cli::try_parse_from(["pitboss", "--port", "70000"]).is_err());
     }
 }

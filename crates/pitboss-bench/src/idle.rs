@@ -32,59 +32,36 @@ use crate::instance::{
     Database, SECRET,
 };
 
-const USAGE: &str =
-    "usage: pitboss-bench idle [--tables N] [--conns N] [--window SECS] [--ttl-ms MS]
-                          [--pitboss PATH] [--pg-url URL] [--json PATH]
-
-  --tables N     idle tables to host (default 10000)
-  --conns N      idle WebSocket connections to hold (default 10000)
-  --window SECS  how long CPU is watched at each step (default 20)
-  --ttl-ms MS    the instance's lease TTL (default 15000, the production default)
-  --pitboss PATH the server binary (default: `pitboss` beside this binary)
-  --pg-url URL   Postgres server to create the run's database on
-                 (default $PITBOSS_TEST_PG_URL, else postgres://postgres@127.0.0.1:5432/postgres)
-  --json PATH    also write the figures as JSON";
-
-struct Options {
+/// The command line of `pitboss-bench idle`.
+#[derive(Debug, clap::Args)]
+pub struct Options {
+    /// Idle tables to host
+    #[arg(long, value_name = "N", default_value = "10000", value_parser = crate::count)]
     tables: usize,
+    /// Idle WebSocket connections to hold
+    #[arg(long, value_name = "N", default_value = "10000", value_parser = crate::count)]
     conns: usize,
+    /// How long CPU is watched at each step
+    #[arg(long, value_name = "SECS", default_value = "20", value_parser = window)]
     window: Duration,
+    /// The instance's lease TTL (the production default)
+    #[arg(long, value_name = "MS", default_value = "15000")]
     ttl_ms: u64,
+    /// The server binary (default: `pitboss` beside this binary)
+    #[arg(long, value_name = "PATH", default_value_os_t = crate::beside("pitboss"), hide_default_value = true)]
     pitboss: PathBuf,
+    /// Postgres server to create the run's database on
+    /// (default $PITBOSS_TEST_PG_URL, else
+    /// postgres://postgres@127.0.0.1:5432/postgres)
+    #[arg(verbatim_doc_comment, long, value_name = "URL", default_value_t = crate::default_pg_url(), hide_default_value = true)]
     pg_url: String,
+    /// Also write the figures as JSON
+    #[arg(long, value_name = "PATH")]
     json: Option<String>,
 }
 
-fn parse(args: &[String]) -> anyhow::Result<Options> {
-    let beside = std::env::current_exe()?.with_file_name("pitboss");
-    let mut o = Options {
-        tables: 10_000,
-        conns: 10_000,
-        window: Duration::from_secs(20),
-        ttl_ms: 15_000,
-        pitboss: beside,
-        pg_url: crate::default_pg_url(),
-        json: None,
-    };
-    crate::each_flag(args, USAGE, |flag, value| {
-        match flag {
-            "--tables" => o.tables = value()?.parse().context("--tables takes a count")?,
-            "--conns" => o.conns = value()?.parse().context("--conns takes a count")?,
-            "--window" => {
-                o.window = Duration::from_secs(value()?.parse().context("--window takes seconds")?)
-            }
-            "--ttl-ms" => o.ttl_ms = value()?.parse().context("--ttl-ms takes milliseconds")?,
-            "--pitboss" => o.pitboss = PathBuf::from(value()?),
-            "--pg-url" => o.pg_url = value()?,
-            "--json" => o.json = Some(value()?),
-            _ => return Ok(false),
-        }
-        Ok(true)
-    })?;
-    if o.tables == 0 || o.conns == 0 || o.window.is_zero() {
-        bail!("counts and the window must be above 0");
-    }
-    Ok(o)
+fn window(raw: &str) -> Result<Duration, String> {
+    crate::seconds(raw).map(Duration::from_secs)
 }
 
 /// `n` idle WebSocket connections to `url_of(i)`, each read by a task of
@@ -244,8 +221,7 @@ fn kib_to_kb(kib: u64) -> f64 {
     kib as f64 * 1.024
 }
 
-pub async fn run(args: &[String]) -> anyhow::Result<()> {
-    let o = parse(args)?;
+pub async fn run(o: Options, args: &[String]) -> anyhow::Result<()> {
     let redis = crate::OwnRedis::start().await?;
     let db = Database::create(&o.pg_url, "idle").await?;
     let result = measure(&o, &db, &redis.url(), args).await;

@@ -31,68 +31,93 @@
 //! running the same transaction shape (see `writes.rs`).
 
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use pitboss::lease::{HeldLease, LeaseClient};
 use pitboss::types::{Fence, TableId};
 use serde_json::json;
 
-const USAGE: &str =
-    "usage: pitboss-bench [leases] [--redis URL] [--leases N[,N...]] [--acquires N] [--runs N]
-                     [--cluster N] [--json PATH]
-       pitboss-bench idle --help   (idle tables and connections)
-       pitboss-bench play --help   (act -> broadcast under bots)
-       pitboss-bench takeover --help   (tables hosted elsewhere after SIGTERM, SIGKILL)
-       pitboss-bench writes --help   (fenced hand writes beside pgbench)
-
-  --redis URL     measure this Redis (default: start a redis-server of its own)
-  --leases LIST   lease counts to renew (default 10000,100000)
-  --acquires N    acquires to time (default 5000)
-  --runs N        renew rounds per figure; the median is reported (default 5)
-  --cluster N     also renew on a Redis Cluster of N masters of its own (N >= 3)
-  --json PATH     also write the figures as JSON";
-
-struct Options {
-    redis: Option<String>,
-    leases: Vec<usize>,
-    acquires: usize,
-    runs: usize,
-    cluster: usize,
-    json: Option<String>,
+/// What pitboss costs, each figure printed beside its floor or baseline
+/// measured in the same run. Without a command it measures `leases`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "pitboss-bench",
+    verbatim_doc_comment,
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    leases: Options,
 }
 
-fn parse(args: &[String]) -> anyhow::Result<Options> {
-    let mut o = Options {
-        redis: None,
-        leases: vec![10_000, 100_000],
-        acquires: 5_000,
-        runs: 5,
-        cluster: 0,
-        json: None,
-    };
-    crate::each_flag(args, USAGE, |flag, value| {
-        match flag {
-            "--redis" => o.redis = Some(value()?),
-            "--leases" => {
-                o.leases = value()?
-                    .split(',')
-                    .map(|n| n.trim().parse::<usize>().context("--leases takes counts"))
-                    .collect::<anyhow::Result<_>>()?;
-            }
-            "--acquires" => o.acquires = value()?.parse().context("--acquires takes a count")?,
-            "--runs" => o.runs = value()?.parse().context("--runs takes a count")?,
-            "--cluster" => o.cluster = value()?.parse().context("--cluster takes a count")?,
-            "--json" => o.json = Some(value()?),
-            _ => return Ok(false),
-        }
-        Ok(true)
-    })?;
-    if o.leases.contains(&0) || o.acquires == 0 || o.runs == 0 {
-        bail!("counts must be above 0");
-    }
-    Ok(o)
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Lease renew and acquire beside their raw-Redis floors (the default)
+    #[command(after_help = "\
+Renewing N held leases: pitboss's batched renew vs a raw pipeline of\n\
+N PEXPIRE (the floor) vs a loop of N awaited PEXPIRE; acquiring a free\n\
+lease: pitboss's acquire vs a raw SET NX PX, p50 and p99. It starts a\n\
+redis-server of its own unless --redis names one.")]
+    Leases(Options),
+    /// Idle tables and connections
+    #[command(after_help = "\
+CPU and memory per idle hosted table and per idle WebSocket connection\n\
+of a real instance, each beside its baseline in the same run.")]
+    Idle(idle::Options),
+    /// Act -> broadcast under bots
+    #[command(after_help = "\
+Act -> broadcast latency, hands/s and server CPU per act with tables\n\
+of bots on a real instance, beside a ping through the same server.")]
+    Play(play::Options),
+    /// Tables hosted elsewhere after SIGTERM, SIGKILL
+    #[command(after_help = "\
+How soon another instance hosts every table of one that exits on\n\
+SIGTERM or is killed, beside the baseline measured in the same run.")]
+    Takeover(takeover::Options),
+    /// Fenced hand writes beside pgbench
+    #[command(after_help = "\
+Fenced hand writes per second, pitboss's own boundary write beside\n\
+pgbench running the same transaction shape, in the same run.")]
+    Writes(writes::Options),
+    /// One floor server of `idle`, run as a process of its own
+    #[command(hide = true)]
+    WsFloor {
+        /// tungstenite, actix or actix-upgrade
+        kind: String,
+        /// The port to listen on, on 127.0.0.1
+        #[arg(long)]
+        port: u16,
+    },
+}
+
+#[derive(Debug, Args)]
+struct Options {
+    /// Measure this Redis (default: start a redis-server of its own)
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+    /// Lease counts to renew
+    #[arg(long, value_name = "N[,N...]", default_value = "10000,100000", value_parser = counts)]
+    leases: std::vec::Vec<usize>,
+    /// Acquires to time
+    #[arg(long, value_name = "N", default_value = "5000", value_parser = count)]
+    acquires: usize,
+    /// Renew rounds per figure; the median is reported
+    #[arg(long, value_name = "N", default_value = "5", value_parser = count)]
+    runs: usize,
+    /// Also renew on a Redis Cluster of N masters of its own (N >= 3)
+    #[arg(long, value_name = "N", default_value = "0", hide_default_value = true)]
+    cluster: usize,
+    /// Also write the figures as JSON
+    #[arg(long, value_name = "PATH")]
+    json: Option<String>,
 }
 
 /// The Postgres server a bench creates its database on by default.
@@ -101,31 +126,33 @@ pub(crate) fn default_pg_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
-/// Walks `--flag value` arguments: `take(flag, value)` handles each flag
-/// (`value()` reads the next argument) and returns false for one it does
-/// not know, which is refused with `usage`; `-h`/`--help` prints `usage`
-/// and exits.
-pub(crate) fn each_flag(
-    args: &[String],
-    usage: &str,
-    mut take: impl FnMut(&str, &mut dyn FnMut() -> anyhow::Result<String>) -> anyhow::Result<bool>,
-) -> anyhow::Result<()> {
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        if matches!(flag.as_str(), "-h" | "--help") {
-            println!("{usage}");
-            std::process::exit(0);
-        }
-        let mut value = || {
-            it.next()
-                .cloned()
-                .with_context(|| format!("{flag} needs a value"))
-        };
-        if !take(flag, &mut value)? {
-            bail!("unknown option {flag}\n\n{usage}");
-        }
+/// The binary `name` beside this one (the default of `--pitboss` and
+/// `--bots`).
+pub(crate) fn beside(name: &str) -> PathBuf {
+    std::env::current_exe().map_or_else(|_| PathBuf::from(name), |exe| exe.with_file_name(name))
+}
+
+/// A count above 0.
+pub(crate) fn count(raw: &str) -> Result<usize, String> {
+    match raw.trim().parse() {
+        Ok(0) => Err("must be above 0".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("takes a count, not {raw:?}")),
     }
-    Ok(())
+}
+
+/// Counts above 0, comma-separated.
+pub(crate) fn counts(raw: &str) -> Result<Vec<usize>, String> {
+    raw.split(',').map(count).collect()
+}
+
+/// A whole number of seconds above 0.
+pub(crate) fn seconds(raw: &str) -> Result<u64, String> {
+    match raw.parse() {
+        Ok(0) => Err("must be above 0".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("takes seconds, not {raw:?}")),
+    }
 }
 
 mod cluster;
@@ -209,32 +236,51 @@ fn us(d: Duration) -> f64 {
 }
 
 fn main() -> anyhow::Result<()> {
+    // A usage error exits 2 with clap's message; `--help` exits 0.
+    let cli = Cli::parse();
+    // The command line as the figures print it, after the command's name.
     let args: Vec<String> = std::env::args().skip(1).collect();
-    // A floor server runs a runtime of its own (actix's or tokio's).
-    if let ["ws-floor", kind, "--port", port] = args
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
-        return floor::serve(kind, port.parse().context("--port takes a port")?);
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    match args.first().map(String::as_str) {
-        Some("idle") => rt.block_on(idle::run(&args[1..])),
-        Some("play") => rt.block_on(play::run(&args[1..])),
-        Some("takeover") => rt.block_on(takeover::run(&args[1..])),
-        Some("writes") => rt.block_on(writes::run(&args[1..])),
-        Some("leases") => rt.block_on(leases(&args[1..])),
-        _ => rt.block_on(leases(&args)),
+    let args = if cli.command.is_some() {
+        &args[1..]
+    } else {
+        &args[..]
+    };
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    };
+    match cli.command {
+        // A floor server runs a runtime of its own (actix's or tokio's).
+        Some(Command::WsFloor { kind, port }) => floor::serve(&kind, port),
+        Some(Command::Idle(o)) => runtime()?.block_on(idle::run(o, args)),
+        Some(Command::Play(o)) => runtime()?.block_on(play::run(o, args)),
+        Some(Command::Takeover(o)) => runtime()?.block_on(takeover::run(o, args)),
+        Some(Command::Writes(o)) => {
+            let o = o
+                .checked()
+                .unwrap_or_else(|e| usage_error("writes", e).exit());
+            runtime()?.block_on(writes::run(o, args))
+        }
+        Some(Command::Leases(o)) => runtime()?.block_on(leases(o, args)),
+        None => runtime()?.block_on(leases(cli.leases, args)),
     }
 }
 
-async fn leases(args: &[String]) -> anyhow::Result<()> {
-    let o = parse(args)?;
+/// A usage error of `subcommand` that its parser could not see, with that
+/// subcommand's usage.
+fn usage_error(subcommand: &str, message: String) -> clap::Error {
+    let mut cli = Cli::command();
+    // Building names each subcommand `pitboss-bench <name>` in its usage.
+    cli.build();
+    match cli.find_subcommand_mut(subcommand) {
+        Some(sub) => sub.error(ErrorKind::ValueValidation, message),
+        None => cli.error(ErrorKind::ValueValidation, message),
+    }
+}
+
+async fn leases(o: Options, args: &[String]) -> anyhow::Result<()> {
     let own = match &o.redis {
         Some(_) => None,
         None => Some(OwnRedis::start().await?),

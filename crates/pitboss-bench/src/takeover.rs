@@ -22,58 +22,43 @@ use serde_json::json;
 use crate::instance::{add_tables, start_pitboss, wait_hosted, Database, Instance};
 use crate::ms;
 
-const USAGE: &str = "usage: pitboss-bench takeover [--tables N] [--rounds N] [--ttl-ms MS]
-                              [--pitboss PATH] [--pg-url URL] [--json PATH]
-
-  --tables N     tables the instance that goes away hosts (default 1000)
-  --rounds N     SIGTERM and SIGKILL takeovers each (default 3); medians and
-                 maxima are printed
-  --ttl-ms MS    the instances' lease TTL (default 15000, the production default)
-  --pitboss PATH the server binary (default: `pitboss` beside this binary)
-  --pg-url URL   Postgres server to create the run's database on
-                 (default $PITBOSS_TEST_PG_URL, else postgres://postgres@127.0.0.1:5432/postgres)
-  --json PATH    also write the figures as JSON";
-
-const POLL: Duration = Duration::from_millis(20);
-
-struct Options {
+/// The command line of `pitboss-bench takeover`.
+#[derive(Debug, clap::Args)]
+pub struct Options {
+    /// Tables the instance that goes away hosts
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = crate::count)]
     tables: usize,
+    /// SIGTERM and SIGKILL takeovers each; medians and
+    /// maxima are printed
+    #[arg(verbatim_doc_comment, long, value_name = "N", default_value = "3", value_parser = crate::count)]
     rounds: usize,
+    /// The instances' lease TTL (the production default)
+    #[arg(long, value_name = "MS", default_value = "15000", value_parser = ttl_ms)]
     ttl_ms: u64,
+    /// The server binary (default: `pitboss` beside this binary)
+    #[arg(long, value_name = "PATH", default_value_os_t = crate::beside("pitboss"), hide_default_value = true)]
     pitboss: PathBuf,
+    /// Postgres server to create the run's database on
+    /// (default $PITBOSS_TEST_PG_URL, else
+    /// postgres://postgres@127.0.0.1:5432/postgres)
+    #[arg(verbatim_doc_comment, long, value_name = "URL", default_value_t = crate::default_pg_url(), hide_default_value = true)]
     pg_url: String,
+    /// Also write the figures as JSON
+    #[arg(long, value_name = "PATH")]
     json: Option<String>,
 }
 
-fn parse(args: &[String]) -> anyhow::Result<Options> {
-    let mut o = Options {
-        tables: 1_000,
-        rounds: 3,
-        ttl_ms: 15_000,
-        pitboss: std::env::current_exe()?.with_file_name("pitboss"),
-        pg_url: crate::default_pg_url(),
-        json: None,
-    };
-    crate::each_flag(args, USAGE, |flag, value| {
-        match flag {
-            "--tables" => o.tables = value()?.parse().context("--tables takes a count")?,
-            "--rounds" => o.rounds = value()?.parse().context("--rounds takes a count")?,
-            "--ttl-ms" => o.ttl_ms = value()?.parse().context("--ttl-ms takes milliseconds")?,
-            "--pitboss" => o.pitboss = PathBuf::from(value()?),
-            "--pg-url" => o.pg_url = value()?,
-            "--json" => o.json = Some(value()?),
-            _ => return Ok(false),
-        }
-        Ok(true)
-    })?;
-    if o.tables == 0 || o.rounds == 0 || o.ttl_ms == 0 {
-        bail!("counts and the TTL must be above 0");
+fn ttl_ms(raw: &str) -> Result<u64, String> {
+    match raw.parse() {
+        Ok(0) => Err("must be above 0".into()),
+        Ok(ms) => Ok(ms),
+        Err(_) => Err(format!("takes milliseconds, not {raw:?}")),
     }
-    Ok(o)
 }
 
-pub async fn run(args: &[String]) -> anyhow::Result<()> {
-    let o = parse(args)?;
+const POLL: Duration = Duration::from_millis(20);
+
+pub async fn run(o: Options, args: &[String]) -> anyhow::Result<()> {
     let redis = crate::OwnRedis::start().await?;
     let db = Database::create(&o.pg_url, "takeover").await?;
     let result = measure(&o, &db, &redis.url(), args).await;

@@ -22,66 +22,59 @@ use pitboss::types::{Fence, TableId};
 
 use crate::instance::Database;
 
-const USAGE: &str =
-    "usage: pitboss-bench writes [--clients N] [--tables N] [--seconds S] [--rounds N]
-                            [--pg-url URL] [--pgbench PATH] [--json PATH]
-
-  --clients N    concurrent writers on each side (default 8)
-  --tables N     tables written to, split among the clients (default 64)
-  --seconds S    length of each phase (default 10)
-  --rounds N     phases of each side, alternating (default 3)
-  --pg-url URL   Postgres server to create the run's database on
-                 (default $PITBOSS_TEST_PG_URL, else postgres://postgres@127.0.0.1:5432/postgres)
-  --pgbench PATH the pgbench binary (default: pgbench on PATH)
-  --json PATH    also write the figures as JSON";
-
 const OWNER: &str = "bench-writes";
 const STACK: u64 = 1_000_000;
 
-struct Options {
+/// The command line of `pitboss-bench writes`.
+#[derive(Debug, clap::Args)]
+pub struct Options {
+    /// Concurrent writers on each side
+    #[arg(long, value_name = "N", default_value = "8", value_parser = crate::count)]
     clients: usize,
+    /// Tables written to, split among the clients (at
+    /// least one per client)
+    #[arg(verbatim_doc_comment, long, value_name = "N", default_value = "64", value_parser = crate::count)]
     tables: usize,
+    /// Length of each phase
+    #[arg(long, value_name = "S", default_value = "10", value_parser = crate::seconds)]
     seconds: u64,
+    /// Phases of each side, alternating
+    #[arg(long, value_name = "N", default_value = "3", value_parser = crate::count)]
     rounds: usize,
+    /// Postgres server to create the run's database on
+    /// (default $PITBOSS_TEST_PG_URL, else
+    /// postgres://postgres@127.0.0.1:5432/postgres)
+    #[arg(verbatim_doc_comment, long, value_name = "URL", default_value_t = crate::default_pg_url(), hide_default_value = true)]
     pg_url: String,
+    /// The pgbench binary (default: pgbench on PATH)
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "pgbench",
+        hide_default_value = true
+    )]
     pgbench: PathBuf,
+    /// Also write the figures as JSON
+    #[arg(long, value_name = "PATH")]
     json: Option<String>,
 }
 
-fn parse(args: &[String]) -> anyhow::Result<Options> {
-    let mut o = Options {
-        clients: 8,
-        tables: 64,
-        seconds: 10,
-        rounds: 3,
-        pg_url: crate::default_pg_url(),
-        pgbench: PathBuf::from("pgbench"),
-        json: None,
-    };
-    crate::each_flag(args, USAGE, |flag, value| {
-        match flag {
-            "--clients" => o.clients = value()?.parse().context("--clients takes a count")?,
-            "--tables" => o.tables = value()?.parse().context("--tables takes a count")?,
-            "--seconds" => o.seconds = value()?.parse().context("--seconds takes seconds")?,
-            "--rounds" => o.rounds = value()?.parse().context("--rounds takes a count")?,
-            "--pg-url" => o.pg_url = value()?,
-            "--pgbench" => o.pgbench = PathBuf::from(value()?),
-            "--json" => o.json = Some(value()?),
-            _ => return Ok(false),
+impl Options {
+    /// At least one table per client, and every client the same number of
+    /// tables, so pgbench's arithmetic picks the same rows.
+    pub fn checked(mut self) -> Result<Options, String> {
+        if self.tables < self.clients {
+            return Err(format!(
+                "--tables {} is fewer than --clients {}: at least one table per client",
+                self.tables, self.clients
+            ));
         }
-        Ok(true)
-    })?;
-    if o.clients == 0 || o.seconds == 0 || o.rounds == 0 || o.tables < o.clients {
-        bail!("counts must be above 0, with at least one table per client");
+        self.tables -= self.tables % self.clients;
+        Ok(self)
     }
-    // Every client the same number of tables, so pgbench's arithmetic
-    // picks the same rows.
-    o.tables -= o.tables % o.clients;
-    Ok(o)
 }
 
-pub async fn run(args: &[String]) -> anyhow::Result<()> {
-    let o = parse(args)?;
+pub async fn run(o: Options, args: &[String]) -> anyhow::Result<()> {
     let db = Database::create(&o.pg_url, "writes").await?;
     let result = measure(&o, &db, args).await;
     db.drop_it().await?;

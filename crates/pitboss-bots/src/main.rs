@@ -42,25 +42,12 @@ mod turns;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use options::{Options, Parsed, ADMIN_TOKEN_ENV, USAGE};
+use clap::Parser as _;
+use options::{Cli, ADMIN_TOKEN_ENV};
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args_os()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let opts = match Options::parse(&args) {
-        Ok(Parsed::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Ok(Parsed::Run(opts)) => opts,
-        Err(e) => {
-            eprintln!("pitboss-bots: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    // A usage error exits 2 with clap's message; `--help` exits 0.
+    let opts = Cli::parse().into_options().unwrap_or_else(|e| e.exit());
     let from_env = std::env::var(ADMIN_TOKEN_ENV).ok();
     let Some(admin_token) = opts.admin_token(from_env) else {
         eprintln!(

@@ -36,25 +36,12 @@ mod run;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use options::{Options, Parsed, USAGE};
+use clap::Parser as _;
+use options::Options;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args_os()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let opts = match Options::parse(&args) {
-        Ok(Parsed::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Ok(Parsed::Run(opts)) => *opts,
-        Err(e) => {
-            eprintln!("pitboss-chaos: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    // A usage error exits 2 with clap's message; `--help` exits 0.
+    let opts = Options::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
