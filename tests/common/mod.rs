@@ -3,8 +3,9 @@
 //! Tests drive the real `pitboss` binary (`CARGO_BIN_EXE_pitboss`) over HTTP
 //! and WebSocket, against a fresh Postgres database per test and either the
 //! shared Redis (isolated by a per-test environment name) or a private
-//! `redis-server` the test can stop, pause and restart. Nothing here links the
-//! pitboss library: the tests see only what an operator or a client sees.
+//! `redis-server` the test can stop, pause and restart. Apart from the store
+//! fixtures (`store`), nothing here drives the pitboss library: the tests see
+//! only what an operator or a client sees.
 //!
 //! Every child process is killed when its handle drops, so a failing test
 //! never leaks servers into the next one; each is also started so that it
@@ -22,6 +23,8 @@
 //! - `wait`: `eventually`, polling with a deadline.
 //! - `process`: what the `redis-server` and `pitboss` children share:
 //!   spawning, captured output, signals, kill and reap on drop.
+//! - `store`, named `common::store::…`: fixtures for the tests of the fenced
+//!   store (`tests/store_fencing*.rs`), which call `pitboss::store` directly.
 //!
 //! Every test binary compiles this module on its own and uses only part of
 //! it, hence `dead_code` is allowed for the whole harness.
@@ -34,6 +37,7 @@ mod process;
 mod redis;
 mod sentinel;
 mod server;
+pub mod store;
 mod wait;
 mod ws;
 
