@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //!
+//! - [`games`]: the trait every game implements, and the games behind it.
 //! - [`game`]: the hold'em rules, pure and deterministic.
 //! - [`lease`]: Redis ownership leases and fencing tokens.
 //! - [`store`]: Postgres; every write to a table's rows is fenced.
@@ -16,6 +17,7 @@ pub mod actors;
 pub mod auth;
 pub mod config;
 pub mod game;
+pub mod games;
 pub mod http;
 pub mod instruments;
 pub mod lease;

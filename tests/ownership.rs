@@ -384,6 +384,7 @@ async fn the_revive_scan_does_not_look_at_tables_that_are_hosted_but_finds_a_kil
 
 #[tokio::test]
 async fn a_beat_that_lands_after_the_process_said_it_was_gone_does_not_bring_it_back() {
+    use pitboss::games::GameKind;
     use pitboss::types::{Fence, TableId};
 
     let db = test_db().await;
@@ -393,7 +394,7 @@ async fn a_beat_that_lands_after_the_process_said_it_was_gone_does_not_bring_it_
         .with_owner_timeout(Duration::from_secs(60));
     let t = TableId::generate();
     store
-        .create_table("test", &t, &common::rules_config())
+        .create_table("test", &t, GameKind::Holdem, &common::rules_config())
         .await
         .expect("create");
     store

@@ -13,7 +13,9 @@ use crate::actors::table_manager::{
 };
 use crate::auth::{expires_at, now_unix};
 use crate::game::{Chips, TableConfig};
-use crate::protocol::client::{chips_field, u64_field};
+use crate::games::holdem::Holdem;
+use crate::games::{Game, GameKind};
+use crate::protocol::client::chips_field;
 use crate::protocol::ClientError;
 use crate::store::{StoreError, TableRow};
 use crate::types::{valid_player_name, FreezeReason, TableId, TableState};
@@ -141,6 +143,7 @@ async fn view(state: &AppState, row: TableRow) -> Result<Value, ApiError> {
         "fence": row.fence,
         "hand_no": row.hand_no,
         "hosted_here": hosted_here,
+        "game_kind": row.game_kind,
         "config": row.config,
         "seats": seats,
     }))
@@ -186,6 +189,45 @@ fn bad_request(e: ClientError) -> ApiError {
     ApiError::from_client(StatusCode::BAD_REQUEST, e)
 }
 
+/// The body of `POST /admin/tables`: the game (`"game"`, hold'em when
+/// absent) and a config that game accepts, with every amount within what
+/// Postgres stores.
+pub fn table_spec(body: &[u8]) -> Result<(GameKind, TableConfig), ApiError> {
+    let mut obj = json_object(body)?;
+    let kind = match obj.remove("game") {
+        None | Some(Value::Null) => GameKind::Holdem,
+        Some(Value::String(name)) => GameKind::parse(&name).ok_or_else(|| {
+            ApiError::bad_request(
+                "bad_field",
+                &format!(
+                    "game {name:?} is not one this server hosts; expected one of {}",
+                    GameKind::names()
+                ),
+            )
+        })?,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "bad_field",
+                &format!("game must be a string: one of {}", GameKind::names()),
+            ))
+        }
+    };
+    let config = match kind {
+        GameKind::Holdem => game_config::<Holdem>(&obj)?,
+    };
+    Ok((kind, config))
+}
+
+/// `G`'s config from the body's other fields; a field `G` does not know is
+/// refused, listing `game` and `G`'s fields.
+fn game_config<G: Game>(obj: &Map<String, Value>) -> Result<G::Config, ApiError> {
+    let known: Vec<&str> = std::iter::once("game")
+        .chain(G::CONFIG_FIELDS.iter().copied())
+        .collect();
+    only_fields(obj, &known)?;
+    G::config(obj).map_err(|e| ApiError::bad_request(e.code, &e.message))
+}
+
 /// A required chip amount: 1 to 2^63−1.
 fn chips(obj: &Map<String, Value>, name: &str) -> Result<Chips, ApiError> {
     chips_field(obj, name)
@@ -193,42 +235,9 @@ fn chips(obj: &Map<String, Value>, name: &str) -> Result<Chips, ApiError> {
         .ok_or_else(|| ApiError::bad_request("bad_field", &format!("{name} is required")))
 }
 
-/// The body of `POST /admin/tables`: a table config the rules accept, with
-/// every amount within what Postgres stores.
+/// The hold'em config of a `POST /admin/tables` body (see [`table_spec`]).
 pub fn table_config(body: &[u8]) -> Result<TableConfig, ApiError> {
-    let obj = json_object(body)?;
-    only_fields(
-        &obj,
-        &[
-            "small_blind",
-            "big_blind",
-            "ante",
-            "seats",
-            "min_buy_in",
-            "max_buy_in",
-        ],
-    )?;
-    // An ante may be 0; every other amount is at least 1.
-    let ante = match obj.get("ante") {
-        None | Some(Value::Null) => Chips(0),
-        Some(Value::Number(n)) if n.as_u64() == Some(0) => Chips(0),
-        Some(_) => chips(&obj, "ante")?,
-    };
-    let seats = u64_field(&obj, "seats")
-        .map_err(bad_request)?
-        .ok_or_else(|| ApiError::bad_request("bad_field", "seats is required"))?;
-    let config = TableConfig {
-        small_blind: chips(&obj, "small_blind")?,
-        big_blind: chips(&obj, "big_blind")?,
-        ante,
-        seats: u8::try_from(seats).unwrap_or(u8::MAX),
-        min_buy_in: chips(&obj, "min_buy_in")?,
-        max_buy_in: chips(&obj, "max_buy_in")?,
-    };
-    config
-        .validate()
-        .map_err(|e| ApiError::bad_request("bad_field", &e.to_string()))?;
-    Ok(config)
+    table_spec(body).map(|(_, config)| config)
 }
 
 async fn create_table(
@@ -236,7 +245,7 @@ async fn create_table(
     state: web::Data<AppState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let config = table_config(&body)?;
+    let (kind, config) = table_spec(&body)?;
     if state.rt.is_draining() {
         return Err(ApiError::draining());
     }
@@ -244,7 +253,7 @@ async fn create_table(
     state
         .rt
         .store
-        .create_table(state.rt.environment(), &id, &config)
+        .create_table(state.rt.environment(), &id, kind, &config)
         .await
         .map_err(store_error)?;
     // The instance that creates a table hosts it.

@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use super::ClientError;
 use crate::game::{Action, Chips, SeatNo};
+use crate::games::holdem;
 use crate::types::TableId;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -125,28 +126,11 @@ pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
         }
         "act" => {
             let table = table_field(&obj)?;
-            let hand = u64_field(&obj, "hand")?.ok_or_else(|| bad_field("hand is required"))?;
+            let hand = holdem::hand_field(&obj)?;
             let decision = u64_field(&obj, "decision")?.ok_or_else(|| {
                 bad_field("decision is required: the number of the turn this action answers")
             })?;
-            let name = match obj.get("action") {
-                Some(Value::String(s)) => s.as_str(),
-                Some(_) => return Err(bad_field("action must be a string")),
-                None => return Err(bad_field("action is required")),
-            };
-            let amount = || {
-                chips_field(&obj, "amount")?
-                    .ok_or_else(|| bad_amount("amount is required for bet and raise"))
-            };
-            let action = match name {
-                "fold" => Action::Fold,
-                "check" => Action::Check,
-                "call" => Action::Call,
-                "all_in" => Action::AllIn,
-                "bet" => Action::Bet(amount()?),
-                "raise" => Action::Raise(amount()?),
-                other => return Err(bad_field(format!("unknown action {other:?}"))),
-            };
+            let action = holdem::action_field(&obj)?;
             Ok(ClientFrame::Act {
                 table,
                 hand,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::game::{EventKind, GameView, TableConfig};
+use crate::games::GameKind;
 use crate::types::{Fence, FreezeReason, PauseReason, StateReason, TableId, TableState};
 
 #[derive(Debug, Serialize)]
@@ -67,6 +68,8 @@ pub struct SnapshotState<'a> {
     pub state: TableState,
     pub fence: Fence,
     pub owner: &'a str,
+    /// The game the table plays (`holdem`).
+    pub game_kind: GameKind,
     pub config: &'a TableConfig,
     pub action_deadline_ms: Option<i64>,
     pub game: GameView,

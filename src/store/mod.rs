@@ -13,6 +13,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::Row;
 
 use crate::game::{Chips, HandSummary, PlayerId, SeatNo, TableConfig};
+use crate::games::GameKind;
 use crate::types::{
     recorded_freeze, Fence, FreezeReason, LedgerKind, StateReason, TableId, TableState,
 };
@@ -165,6 +166,8 @@ pub struct TableRow {
     pub environment: String,
     pub state: TableState,
     pub state_reason: Option<StateReason>,
+    /// The game the table plays.
+    pub game_kind: GameKind,
     pub config: TableConfig,
     pub owner_instance: Option<String>,
     pub fence: Fence,
@@ -206,7 +209,7 @@ pub struct CashOut {
 }
 
 pub(crate) const TABLE_COLUMNS: &str =
-    "id, environment, state, state_reason, config, owner_instance, owner_fencing_token, hand_no, button";
+    "id, environment, state, state_reason, game_kind, config, owner_instance, owner_fencing_token, hand_no, button";
 
 pub(crate) fn table_row(r: &sqlx::postgres::PgRow) -> Result<TableRow, StoreError> {
     let id: String = r.try_get("id")?;
@@ -214,12 +217,16 @@ pub(crate) fn table_row(r: &sqlx::postgres::PgRow) -> Result<TableRow, StoreErro
     let config: TableConfig = serde_json::from_value(config)
         .map_err(|e| StoreError::Inconsistent(format!("table {id} config: {e}")))?;
     let button: Option<i16> = r.try_get("button")?;
+    let kind: String = r.try_get("game_kind")?;
+    let game_kind = GameKind::parse(&kind)
+        .ok_or_else(|| StoreError::Inconsistent(format!("table {id} plays {kind:?}")))?;
     Ok(TableRow {
         id: TableId::parse(&id)
             .ok_or_else(|| StoreError::Inconsistent(format!("table id {id:?}")))?,
         environment: r.try_get("environment")?,
         state: r.try_get("state")?,
         state_reason: r.try_get("state_reason")?,
+        game_kind,
         config,
         owner_instance: r.try_get("owner_instance")?,
         fence: Fence::from_db(r.try_get("owner_fencing_token")?),

@@ -12,17 +12,19 @@ impl Store {
         &self,
         env: &str,
         id: &TableId,
+        kind: GameKind,
         config: &TableConfig,
     ) -> Result<TableRow, StoreError> {
         let config =
             serde_json::to_value(config).map_err(|e| StoreError::Inconsistent(e.to_string()))?;
         let mut tx = self.pool.begin().await?;
         let row = sqlx::query(&format!(
-            "INSERT INTO tables (id, environment, config, state, state_reason) \
-             VALUES ($1, $2, $3, 'released', 'created') RETURNING {TABLE_COLUMNS}"
+            "INSERT INTO tables (id, environment, game_kind, config, state, state_reason) \
+             VALUES ($1, $2, $3, $4, 'released', 'created') RETURNING {TABLE_COLUMNS}"
         ))
         .bind(id.as_str())
         .bind(env)
+        .bind(kind.as_str())
         .bind(config)
         .fetch_one(&mut *tx)
         .await?;

@@ -4,6 +4,7 @@
 //! from the database, and the checks the tests repeat.
 
 use pitboss::game::{Chips, HandSummary, PlayerId, PotAward, SeatNo, SeatResult, TableConfig};
+use pitboss::games::GameKind;
 use pitboss::store::{CashOut, SeatRow, Store, StoreError};
 use pitboss::types::{Fence, StateReason, TableId, TableState};
 
@@ -23,7 +24,7 @@ pub fn config() -> TableConfig {
 pub async fn stamped_table(store: &Store) -> TableId {
     let t = TableId::generate();
     store
-        .create_table("test", &t, &config())
+        .create_table("test", &t, GameKind::Holdem, &config())
         .await
         .expect("create_table");
     let row = store

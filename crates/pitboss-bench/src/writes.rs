@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use pitboss::game::{Chips, HandSummary, PlayerId, PotAward, SeatResult, TableConfig};
+use pitboss::games::GameKind;
 use pitboss::store::{Budgets, Store};
 use pitboss::types::{Fence, TableId};
 
@@ -174,7 +175,9 @@ async fn measure(o: &Options, db: &Database, args: &[String]) -> anyhow::Result<
     let fence = Fence(1);
     for i in 0..o.tables {
         let id = table_id(i);
-        store.create_table(env, &id, &config).await?;
+        store
+            .create_table(env, &id, GameKind::Holdem, &config)
+            .await?;
         store.stamp(&id, fence, OWNER, false).await?;
         for seat in 0..2 {
             let p = player(i, seat);

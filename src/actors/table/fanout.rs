@@ -222,6 +222,7 @@ impl Table {
                 state: self.phase.state(),
                 fence: self.fence,
                 owner: self.rt.instance_id(),
+                game_kind: crate::games::holdem::KIND,
                 config: self.game.config(),
                 action_deadline_ms: self.action_deadline_ms,
                 game: self.game.view_for(Some(viewer)),

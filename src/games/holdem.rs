@@ -1,0 +1,258 @@
+//! No-limit Texas hold'em behind the [`Game`] trait: an adapter over the
+//! rules engine in [`crate::game`], which it leaves as it is. Its frames
+//! are the ones hold'em clients have always sent and read: an `act` names
+//! its `hand` and `action` (and `amount` for `bet` and `raise`).
+
+use rand::RngCore;
+use serde_json::{Map, Value};
+
+use super::{Audience, Decision, Game, GameKind, Refusal, Settlement, Told};
+use crate::game::{
+    self, shuffled_deck, Action, Chips, EventKind, GameView, HandSummary, LegalAction, PlayerId,
+    RuleError, SeatNo, TableConfig,
+};
+use crate::protocol::client::{chips_field, u64_field};
+use crate::protocol::ClientError;
+
+/// The kind a hold'em table stores.
+pub const KIND: GameKind = GameKind::Holdem;
+
+/// What a seat sends to hold'em.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldemCommand {
+    /// An action on the open decision of hand `hand`.
+    Act { hand: u64, action: Action },
+    /// The action clock ran out: check if that is legal, else fold.
+    Timeout { hand: u64 },
+}
+
+/// A hold'em table: the engine, and the last hand whose settlement the
+/// runtime has taken.
+#[derive(Clone, Debug)]
+pub struct Holdem {
+    engine: game::Game,
+    settled: u64,
+}
+
+impl Holdem {
+    /// The engine, for what the trait does not say (sitting out, voids,
+    /// resuming at a boundary).
+    pub fn engine(&self) -> &game::Game {
+        &self.engine
+    }
+
+    /// A table rebuilt at a hand boundary, with every hand up to `hand_no`
+    /// already settled.
+    pub fn resume(
+        config: TableConfig,
+        hand_no: u64,
+        button: Option<SeatNo>,
+        seats: Vec<(SeatNo, PlayerId, Chips)>,
+    ) -> Result<Holdem, Refusal> {
+        let engine = game::Game::resume(config, hand_no, button, seats).map_err(refusal)?;
+        Ok(Holdem {
+            engine,
+            settled: hand_no,
+        })
+    }
+
+    fn run(&mut self, command: game::Command) -> Result<Vec<Told<EventKind>>, Refusal> {
+        let events = self.engine.apply(command).map_err(refusal)?;
+        Ok(events.into_iter().map(told).collect())
+    }
+}
+
+/// A rule's refusal, with the code clients have always been told.
+pub fn refusal(e: RuleError) -> Refusal {
+    Refusal::new(e.code(), e.to_string())
+}
+
+fn from_client(e: ClientError) -> Refusal {
+    Refusal::new(e.code, e.message)
+}
+
+fn told(e: game::Event) -> Told<EventKind> {
+    Told {
+        to: match e.to {
+            game::Audience::All => Audience::Everyone,
+            game::Audience::Seat(s) => Audience::Seat(s),
+        },
+        event: e.kind,
+    }
+}
+
+/// The `hand` an `act` frame names.
+pub(crate) fn hand_field(obj: &Map<String, Value>) -> Result<u64, ClientError> {
+    u64_field(obj, "hand")?.ok_or_else(|| ClientError::new("bad_field", "hand is required"))
+}
+
+/// The `action` (and `amount`) of an `act` frame, with the codes and
+/// messages hold'em clients rely on.
+pub(crate) fn action_field(obj: &Map<String, Value>) -> Result<Action, ClientError> {
+    let bad_field = |m: String| ClientError::new("bad_field", m);
+    let name = match obj.get("action") {
+        Some(Value::String(s)) => s.as_str(),
+        Some(_) => return Err(bad_field("action must be a string".into())),
+        None => return Err(bad_field("action is required".into())),
+    };
+    let amount = || {
+        chips_field(obj, "amount")?
+            .ok_or_else(|| ClientError::new("bad_amount", "amount is required for bet and raise"))
+    };
+    Ok(match name {
+        "fold" => Action::Fold,
+        "check" => Action::Check,
+        "call" => Action::Call,
+        "all_in" => Action::AllIn,
+        "bet" => Action::Bet(amount()?),
+        "raise" => Action::Raise(amount()?),
+        other => return Err(bad_field(format!("unknown action {other:?}"))),
+    })
+}
+
+/// A required chip amount: 1 to 2^63−1.
+fn chips(obj: &Map<String, Value>, name: &str) -> Result<Chips, Refusal> {
+    chips_field(obj, name)
+        .map_err(from_client)?
+        .ok_or_else(|| Refusal::new("bad_field", format!("{name} is required")))
+}
+
+impl Game for Holdem {
+    type Config = TableConfig;
+    type Command = HoldemCommand;
+    type Event = EventKind;
+    type View = GameView;
+    type Legal = Vec<LegalAction>;
+    type Result = HandSummary;
+
+    const CONFIG_FIELDS: &'static [&'static str] = &[
+        "small_blind",
+        "big_blind",
+        "ante",
+        "seats",
+        "min_buy_in",
+        "max_buy_in",
+    ];
+
+    fn config(body: &Map<String, Value>) -> Result<TableConfig, Refusal> {
+        // An ante may be 0; every other amount is at least 1.
+        let ante = match body.get("ante") {
+            None | Some(Value::Null) => Chips(0),
+            Some(Value::Number(n)) if n.as_u64() == Some(0) => Chips(0),
+            Some(_) => chips(body, "ante")?,
+        };
+        let seats = u64_field(body, "seats")
+            .map_err(from_client)?
+            .ok_or_else(|| Refusal::new("bad_field", "seats is required"))?;
+        let config = TableConfig {
+            small_blind: chips(body, "small_blind")?,
+            big_blind: chips(body, "big_blind")?,
+            ante,
+            seats: u8::try_from(seats).unwrap_or(u8::MAX),
+            min_buy_in: chips(body, "min_buy_in")?,
+            max_buy_in: chips(body, "max_buy_in")?,
+        };
+        config
+            .validate()
+            .map_err(|e| Refusal::new("bad_field", e.to_string()))?;
+        Ok(config)
+    }
+
+    fn new(config: TableConfig) -> Result<Holdem, Refusal> {
+        Ok(Holdem {
+            engine: game::Game::new(config).map_err(refusal)?,
+            settled: 0,
+        })
+    }
+
+    fn command(fields: &Map<String, Value>) -> Result<HoldemCommand, Refusal> {
+        let hand = hand_field(fields).map_err(from_client)?;
+        let action = action_field(fields).map_err(from_client)?;
+        Ok(HoldemCommand::Act { hand, action })
+    }
+
+    fn apply(
+        &mut self,
+        seat: SeatNo,
+        decision: u64,
+        command: HoldemCommand,
+        _rng: &mut dyn RngCore,
+    ) -> Result<Vec<Told<EventKind>>, Refusal> {
+        match command {
+            HoldemCommand::Act { hand, action } => self.run(game::Command::Act {
+                hand,
+                seat,
+                decision,
+                action,
+            }),
+            HoldemCommand::Timeout { hand } => self.run(game::Command::Timeout { hand, seat }),
+        }
+    }
+
+    fn sit(
+        &mut self,
+        seat: SeatNo,
+        player: &str,
+        stack: Chips,
+    ) -> Result<Vec<Told<EventKind>>, Refusal> {
+        self.run(game::Command::Sit {
+            seat,
+            player: PlayerId(player.to_string()),
+            stack,
+        })
+    }
+
+    fn leave(&mut self, seat: SeatNo) -> Result<Vec<Told<EventKind>>, Refusal> {
+        self.run(game::Command::Leave { seat })
+    }
+
+    fn start(&mut self, rng: &mut dyn RngCore) -> Option<Vec<Told<EventKind>>> {
+        if !self.engine.can_start_hand() {
+            return None;
+        }
+        let deck = shuffled_deck(rng);
+        self.run(game::Command::StartHand { deck }).ok()
+    }
+
+    fn decision(&self) -> Option<Decision<Vec<LegalAction>>> {
+        Some(Decision {
+            seat: self.engine.to_act()?,
+            number: self.engine.decision()?,
+            legal: self.engine.legal_actions(),
+        })
+    }
+
+    fn on_timeout(&self) -> Option<HoldemCommand> {
+        self.decision().map(|_| HoldemCommand::Timeout {
+            hand: self.engine.hand_no(),
+        })
+    }
+
+    fn take_settlement(&mut self) -> Option<Settlement<HandSummary>> {
+        let summary = self.engine.last_summary()?;
+        if summary.hand <= self.settled {
+            return None;
+        }
+        self.settled = summary.hand;
+        Some(Settlement {
+            number: summary.hand,
+            stacks: summary
+                .seats
+                .iter()
+                .map(|s| (s.seat, s.end_stack))
+                .collect(),
+            result: summary.clone(),
+        })
+    }
+
+    fn view(&self, seat: Option<SeatNo>) -> GameView {
+        let player = seat.and_then(|s| {
+            self.engine
+                .seats()
+                .into_iter()
+                .find(|i| i.seat == s)
+                .map(|i| i.player)
+        });
+        self.engine.view_for(player.as_ref())
+    }
+}
