@@ -5,8 +5,7 @@
 
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 
-use crate::protocol::STABLE_CODES;
-use crate::types::{PauseReason, TableState};
+use crate::types::{ErrorCode, PauseReason, TableState};
 
 pub const LEASES_HELD: &str = "pitboss_leases_held";
 pub const TABLES_HOSTED: &str = "pitboss_tables_hosted";
@@ -193,8 +192,8 @@ pub fn register() {
     for reason in LOSS_REASONS {
         metrics::counter!(LEASES_LOST, "reason" => *reason).absolute(0);
     }
-    for code in STABLE_CODES {
-        metrics::counter!(WS_FRAMES_REJECTED, "code" => *code).absolute(0);
+    for code in ErrorCode::STABLE {
+        metrics::counter!(WS_FRAMES_REJECTED, "code" => code.as_str()).absolute(0);
     }
     for histogram in [LEASE_RENEW_SECONDS, ACTION_TO_BROADCAST_SECONDS] {
         // Registering is enough: the family is exported with empty buckets.

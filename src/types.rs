@@ -345,3 +345,82 @@ mod tests {
         assert_eq!(TableId::parse(id.as_str()), Some(id));
     }
 }
+
+text_enum! {
+    /// Every error code a client or an operator can be told: a refused
+    /// frame's or request's `code` ([`ErrorCode::STABLE`] are the ones
+    /// clients can rely on, docs/protocol.md). Tables, games and the
+    /// manager refuse with these; only the protocol layer turns them into
+    /// text.
+    ErrorCode {
+        BadJson => "bad_json",
+        UnknownType => "unknown_type",
+        BadField => "bad_field",
+        BadAmount => "bad_amount",
+        TableNotFound => "table_not_found",
+        OwnedElsewhere => "owned_elsewhere",
+        NotJoined => "not_joined",
+        NotSeated => "not_seated",
+        AlreadySeated => "already_seated",
+        SeatTaken => "seat_taken",
+        NotYourTurn => "not_your_turn",
+        IllegalAction => "illegal_action",
+        InsufficientFunds => "insufficient_funds",
+        StaleHand => "stale_hand",
+        StaleDecision => "stale_decision",
+        TableFrozen => "table_frozen",
+        Draining => "draining",
+        Unavailable => "unavailable",
+        RateLimited => "rate_limited",
+        TooSlow => "too_slow",
+        /// An action with no hand being played.
+        NoHandInProgress => "no_hand_in_progress",
+        /// A buy-in outside the table's range.
+        BuyInOutOfRange => "buy_in_out_of_range",
+        HandInProgress => "hand_in_progress",
+        NotEnoughPlayers => "not_enough_players",
+        BadDeck => "bad_deck",
+        Overflow => "overflow",
+        BadConfig => "bad_config",
+        /// An invariant did not hold; never expected.
+        Internal => "internal",
+        /// `recover` of a table that is not frozen.
+        NotFrozen => "not_frozen",
+        /// An operation for the table's host sent to another instance.
+        NotHosted => "not_hosted",
+    }
+}
+
+impl ErrorCode {
+    /// The codes clients can rely on (docs/protocol.md): every refused
+    /// frame a client can cause carries one of these.
+    pub const STABLE: &'static [ErrorCode] = &[
+        ErrorCode::BadJson,
+        ErrorCode::UnknownType,
+        ErrorCode::BadField,
+        ErrorCode::BadAmount,
+        ErrorCode::TableNotFound,
+        ErrorCode::OwnedElsewhere,
+        ErrorCode::NotJoined,
+        ErrorCode::NotSeated,
+        ErrorCode::AlreadySeated,
+        ErrorCode::SeatTaken,
+        ErrorCode::NotYourTurn,
+        ErrorCode::IllegalAction,
+        ErrorCode::InsufficientFunds,
+        ErrorCode::StaleHand,
+        ErrorCode::StaleDecision,
+        ErrorCode::TableFrozen,
+        ErrorCode::Draining,
+        ErrorCode::Unavailable,
+        ErrorCode::RateLimited,
+        ErrorCode::TooSlow,
+    ];
+}
+
+/// Tests and checks compare a code with the text clients see.
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}

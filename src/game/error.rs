@@ -1,5 +1,7 @@
 //! Rule violations.
 
+use crate::types::ErrorCode;
+
 /// Why a command was refused. A refused command never changes the game.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {
@@ -45,26 +47,26 @@ pub enum RuleError {
 
 impl RuleError {
     /// Stable machine-readable code for clients.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            RuleError::NotYourTurn => "not_your_turn",
-            RuleError::IllegalAction(_) => "illegal_action",
-            RuleError::BadAmount(_) => "bad_amount",
-            RuleError::InsufficientChips => "insufficient_funds",
-            RuleError::StaleHand { .. } => "stale_hand",
-            RuleError::StaleDecision { .. } => "stale_decision",
-            RuleError::NoHandInProgress => "no_hand_in_progress",
-            RuleError::HandInProgress => "hand_in_progress",
-            RuleError::SeatTaken => "seat_taken",
-            RuleError::SeatOutOfRange => "bad_field",
-            RuleError::NotSeated => "not_seated",
-            RuleError::AlreadySeated => "already_seated",
-            RuleError::NotEnoughPlayers => "not_enough_players",
-            RuleError::BadDeck => "bad_deck",
-            RuleError::BuyInOutOfRange => "buy_in_out_of_range",
-            RuleError::Overflow => "overflow",
-            RuleError::BadConfig(_) => "bad_config",
-            RuleError::Internal(_) => "internal",
+            RuleError::NotYourTurn => ErrorCode::NotYourTurn,
+            RuleError::IllegalAction(_) => ErrorCode::IllegalAction,
+            RuleError::BadAmount(_) => ErrorCode::BadAmount,
+            RuleError::InsufficientChips => ErrorCode::InsufficientFunds,
+            RuleError::StaleHand { .. } => ErrorCode::StaleHand,
+            RuleError::StaleDecision { .. } => ErrorCode::StaleDecision,
+            RuleError::NoHandInProgress => ErrorCode::NoHandInProgress,
+            RuleError::HandInProgress => ErrorCode::HandInProgress,
+            RuleError::SeatTaken => ErrorCode::SeatTaken,
+            RuleError::SeatOutOfRange => ErrorCode::BadField,
+            RuleError::NotSeated => ErrorCode::NotSeated,
+            RuleError::AlreadySeated => ErrorCode::AlreadySeated,
+            RuleError::NotEnoughPlayers => ErrorCode::NotEnoughPlayers,
+            RuleError::BadDeck => ErrorCode::BadDeck,
+            RuleError::BuyInOutOfRange => ErrorCode::BuyInOutOfRange,
+            RuleError::Overflow => ErrorCode::Overflow,
+            RuleError::BadConfig(_) => ErrorCode::BadConfig,
+            RuleError::Internal(_) => ErrorCode::Internal,
         }
     }
 }

@@ -1064,7 +1064,7 @@ fn resume_refuses_bad_seats_duplicates_and_bad_configs() {
     let mut bad = cfg.clone();
     bad.seats = 11;
     assert_eq!(
-        Game::new(bad).map(|_| ()).map_err(|e| e.code()),
+        Game::new(bad).map(|_| ()).map_err(|e| e.code().as_str()),
         Err("bad_config")
     );
 }

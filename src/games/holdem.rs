@@ -13,6 +13,7 @@ use crate::game::{
 };
 use crate::protocol::client::{chips_field, u64_field};
 use crate::protocol::ClientError;
+use crate::types::ErrorCode;
 
 /// The kind a hold'em table stores.
 pub const KIND: GameKind = GameKind::Holdem;
@@ -83,21 +84,22 @@ fn told(e: game::Event) -> Told<EventKind> {
 
 /// The `hand` an `act` frame names.
 pub(crate) fn hand_field(obj: &Map<String, Value>) -> Result<u64, ClientError> {
-    u64_field(obj, "hand")?.ok_or_else(|| ClientError::new("bad_field", "hand is required"))
+    u64_field(obj, "hand")?.ok_or_else(|| ClientError::new(ErrorCode::BadField, "hand is required"))
 }
 
 /// The `action` (and `amount`) of an `act` frame, with the codes and
 /// messages hold'em clients rely on.
 pub(crate) fn action_field(obj: &Map<String, Value>) -> Result<Action, ClientError> {
-    let bad_field = |m: String| ClientError::new("bad_field", m);
+    let bad_field = |m: String| ClientError::new(ErrorCode::BadField, m);
     let name = match obj.get("action") {
         Some(Value::String(s)) => s.as_str(),
         Some(_) => return Err(bad_field("action must be a string".into())),
         None => return Err(bad_field("action is required".into())),
     };
     let amount = || {
-        chips_field(obj, "amount")?
-            .ok_or_else(|| ClientError::new("bad_amount", "amount is required for bet and raise"))
+        chips_field(obj, "amount")?.ok_or_else(|| {
+            ClientError::new(ErrorCode::BadAmount, "amount is required for bet and raise")
+        })
     };
     Ok(match name {
         "fold" => Action::Fold,
@@ -114,7 +116,7 @@ pub(crate) fn action_field(obj: &Map<String, Value>) -> Result<Action, ClientErr
 fn chips(obj: &Map<String, Value>, name: &str) -> Result<Chips, Refusal> {
     chips_field(obj, name)
         .map_err(from_client)?
-        .ok_or_else(|| Refusal::new("bad_field", format!("{name} is required")))
+        .ok_or_else(|| Refusal::new(ErrorCode::BadField, format!("{name} is required")))
 }
 
 impl Game for Holdem {
@@ -143,7 +145,7 @@ impl Game for Holdem {
         };
         let seats = u64_field(body, "seats")
             .map_err(from_client)?
-            .ok_or_else(|| Refusal::new("bad_field", "seats is required"))?;
+            .ok_or_else(|| Refusal::new(ErrorCode::BadField, "seats is required"))?;
         let config = TableConfig {
             small_blind: chips(body, "small_blind")?,
             big_blind: chips(body, "big_blind")?,
@@ -154,7 +156,7 @@ impl Game for Holdem {
         };
         config
             .validate()
-            .map_err(|e| Refusal::new("bad_field", e.to_string()))?;
+            .map_err(|e| Refusal::new(ErrorCode::BadField, e.to_string()))?;
         Ok(config)
     }
 

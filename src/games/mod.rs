@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::game::{Chips, SeatNo};
+use crate::types::ErrorCode;
 
 pub mod holdem;
 
@@ -84,12 +85,12 @@ pub struct Told<E> {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct Refusal {
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl Refusal {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Refusal {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Refusal {
         Refusal {
             code,
             message: message.into(),

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::{Audience, Decision, Game, Refusal, Settlement, Told};
 use crate::game::{Chips, SeatNo};
+use crate::types::ErrorCode;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NimConfig {
@@ -79,7 +80,7 @@ pub struct Nim {
     settlement: Option<Settlement<NimResult>>,
 }
 
-fn bad(code: &'static str, message: impl Into<String>) -> Refusal {
+fn bad(code: ErrorCode, message: impl Into<String>) -> Refusal {
     Refusal::new(code, message)
 }
 
@@ -109,15 +110,15 @@ impl Game for Nim {
         let number = |name: &str| match body.get(name) {
             Some(Value::Number(n)) => n.as_u64().filter(|&v| v > 0).ok_or_else(|| {
                 bad(
-                    "bad_field",
+                    ErrorCode::BadField,
                     format!("{name} must be a whole number above 0"),
                 )
             }),
-            Some(_) => Err(bad("bad_field", format!("{name} must be a number"))),
-            None => Err(bad("bad_field", format!("{name} is required"))),
+            Some(_) => Err(bad(ErrorCode::BadField, format!("{name} must be a number"))),
+            None => Err(bad(ErrorCode::BadField, format!("{name} is required"))),
         };
-        let pile =
-            u32::try_from(number("pile")?).map_err(|_| bad("bad_field", "pile is too large"))?;
+        let pile = u32::try_from(number("pile")?)
+            .map_err(|_| bad(ErrorCode::BadField, "pile is too large"))?;
         Ok(NimConfig {
             pile,
             stake: Chips(number("stake")?),
@@ -139,7 +140,10 @@ impl Game for Nim {
     fn command(fields: &Map<String, Value>) -> Result<NimCommand, Refusal> {
         match fields.get("take").and_then(Value::as_u64) {
             Some(n) => Ok(NimCommand::Take(u32::try_from(n).unwrap_or(u32::MAX))),
-            None => Err(bad("bad_field", "take is required: 1, 2 or 3 stones")),
+            None => Err(bad(
+                ErrorCode::BadField,
+                "take is required: 1, 2 or 3 stones",
+            )),
         }
     }
 
@@ -151,17 +155,23 @@ impl Game for Nim {
         _rng: &mut dyn RngCore,
     ) -> Result<Vec<Told<NimEvent>>, Refusal> {
         let Some(pile) = self.pile else {
-            return Err(bad("no_hand_in_progress", "no game in progress"));
+            return Err(bad(ErrorCode::NoHandInProgress, "no game in progress"));
         };
         if seat != self.to_act {
-            return Err(bad("not_your_turn", "it is not your turn"));
+            return Err(bad(ErrorCode::NotYourTurn, "it is not your turn"));
         }
         if decision != self.decision {
-            return Err(bad("stale_decision", "that decision is no longer open"));
+            return Err(bad(
+                ErrorCode::StaleDecision,
+                "that decision is no longer open",
+            ));
         }
         let NimCommand::Take(stones) = command;
         if !(1..=3).contains(&stones) || stones > pile {
-            return Err(bad("illegal_action", format!("you may not take {stones}")));
+            return Err(bad(
+                ErrorCode::IllegalAction,
+                format!("you may not take {stones}"),
+            ));
         }
         let left = pile - stones;
         let mut told = vec![Told {
@@ -175,7 +185,7 @@ impl Game for Nim {
             let winnings = self
                 .player(seat)
                 .and_then(|p| p.stack.checked_add(paid))
-                .ok_or_else(|| bad("bad_amount", "the winnings do not fit"))?;
+                .ok_or_else(|| bad(ErrorCode::BadAmount, "the winnings do not fit"))?;
             if let Some(p) = self.seats[usize::from(loser)].as_mut() {
                 p.stack = p.stack.saturating_sub(paid);
             }
@@ -212,9 +222,9 @@ impl Game for Nim {
         let slot = self
             .seats
             .get_mut(usize::from(seat))
-            .ok_or_else(|| bad("bad_field", "seat is out of range"))?;
+            .ok_or_else(|| bad(ErrorCode::BadField, "seat is out of range"))?;
         if slot.is_some() {
-            return Err(bad("seat_taken", "that seat is taken"));
+            return Err(bad(ErrorCode::SeatTaken, "that seat is taken"));
         }
         *slot = Some(Player {
             name: player.to_string(),
@@ -231,10 +241,10 @@ impl Game for Nim {
 
     fn leave(&mut self, seat: SeatNo) -> Result<Vec<Told<NimEvent>>, Refusal> {
         if self.player(seat).is_none() {
-            return Err(bad("not_seated", "nobody sits there"));
+            return Err(bad(ErrorCode::NotSeated, "nobody sits there"));
         }
         if self.pile.is_some() {
-            return Err(bad("hand_in_progress", "a game is in progress"));
+            return Err(bad(ErrorCode::HandInProgress, "a game is in progress"));
         }
         self.seats[usize::from(seat)] = None;
         Ok(vec![Told {

@@ -100,7 +100,7 @@ fn holdem_config_is_parsed_as_the_admin_api_always_did() {
     bad.remove("seats");
     let e = Holdem::config(&bad).unwrap_err();
     assert_eq!(
-        (e.code, e.message.as_str()),
+        (e.code.as_str(), e.message.as_str()),
         ("bad_field", "seats is required")
     );
     let mut bad = holdem_config();

@@ -225,7 +225,7 @@ fn game_config<G: Game>(obj: &Map<String, Value>) -> Result<G::Config, ApiError>
         .chain(G::CONFIG_FIELDS.iter().copied())
         .collect();
     only_fields(obj, &known)?;
-    G::config(obj).map_err(|e| ApiError::bad_request(e.code, &e.message))
+    G::config(obj).map_err(|e| ApiError::bad_request(e.code.as_str(), &e.message))
 }
 
 /// A required chip amount: 1 to 2^63−1.

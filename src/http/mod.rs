@@ -59,7 +59,7 @@ impl ApiError {
     pub fn from_client(status: StatusCode, e: crate::protocol::ClientError) -> ApiError {
         ApiError {
             status,
-            code: e.code,
+            code: e.code.as_str(),
             message: e.message,
             owner: e.owner,
         }

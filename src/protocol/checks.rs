@@ -13,23 +13,24 @@
 
 use std::sync::OnceLock;
 
-use super::{parse, ClientFrame, STABLE_CODES};
+use super::{parse, ClientFrame};
 use crate::game::checks::chips_brought;
 use crate::game::{standard_deck, Action, Chips, Command, Game, PlayerId, TableConfig};
-use crate::types::TableId;
+use crate::types::{ErrorCode, TableId};
 
 /// What `parse` answers when it refuses a frame.
-pub const PARSE_CODES: &[&str] = &[
-    "bad_json",
-    "unknown_type",
-    "bad_field",
-    "bad_amount",
-    "table_not_found",
+pub const PARSE_CODES: &[ErrorCode] = &[
+    ErrorCode::BadJson,
+    ErrorCode::UnknownType,
+    ErrorCode::BadField,
+    ErrorCode::BadAmount,
+    ErrorCode::TableNotFound,
 ];
 
 /// Rule refusals a client may get beside the stable codes (documented per
 /// frame in docs/protocol.md).
-pub const DOCUMENTED_RULE_CODES: &[&str] = &["no_hand_in_progress", "buy_in_out_of_range"];
+pub const DOCUMENTED_RULE_CODES: &[ErrorCode] =
+    &[ErrorCode::NoHandInProgress, ErrorCode::BuyInOutOfRange];
 
 /// The largest amount a frame may carry: what Postgres holds.
 pub const MAX_AMOUNT: u64 = i64::MAX as u64;
@@ -154,7 +155,7 @@ fn apply_everywhere(frame: &ClientFrame) {
                 Err(e) => {
                     let code = e.code();
                     assert!(
-                        STABLE_CODES.contains(&code) || DOCUMENTED_RULE_CODES.contains(&code),
+                        ErrorCode::STABLE.contains(&code) || DOCUMENTED_RULE_CODES.contains(&code),
                         "{cmd:?} refused with {code}: {e}"
                     );
                     assert_eq!(&after, game, "refused {cmd:?} changed the table");

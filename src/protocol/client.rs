@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::ClientError;
 use crate::game::{Action, Chips, SeatNo};
 use crate::games::holdem;
-use crate::types::TableId;
+use crate::types::{ErrorCode, TableId};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientFrame {
@@ -44,17 +44,17 @@ impl ClientFrame {
 }
 
 pub(crate) fn bad_field(message: impl Into<String>) -> ClientError {
-    ClientError::new("bad_field", message)
+    ClientError::new(ErrorCode::BadField, message)
 }
 
 pub(crate) fn bad_amount(message: impl Into<String>) -> ClientError {
-    ClientError::new("bad_amount", message)
+    ClientError::new(ErrorCode::BadAmount, message)
 }
 
 fn table_field(obj: &Map<String, Value>) -> Result<TableId, ClientError> {
     match obj.get("table") {
         Some(Value::String(s)) => TableId::parse(s)
-            .ok_or_else(|| ClientError::new("table_not_found", format!("no table {s:?}"))),
+            .ok_or_else(|| ClientError::new(ErrorCode::TableNotFound, format!("no table {s:?}"))),
         Some(_) => Err(bad_field("table must be a string")),
         None => Err(bad_field("table is required")),
     }
@@ -94,10 +94,10 @@ pub(crate) fn chips_field(
 
 pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
     let value: Value = serde_json::from_str(text)
-        .map_err(|e| ClientError::new("bad_json", format!("not valid JSON: {e}")))?;
+        .map_err(|e| ClientError::new(ErrorCode::BadJson, format!("not valid JSON: {e}")))?;
     let Value::Object(obj) = value else {
         return Err(ClientError::new(
-            "bad_json",
+            ErrorCode::BadJson,
             "a frame must be a JSON object",
         ));
     };
@@ -142,7 +142,7 @@ pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
             table: table_field(&obj)?,
         }),
         other => Err(ClientError::new(
-            "unknown_type",
+            ErrorCode::UnknownType,
             format!("unknown frame type {other:?}"),
         )),
     }
@@ -153,7 +153,7 @@ mod tests {
     use super::*;
 
     fn code(text: &str) -> &'static str {
-        parse(text).err().map(|e| e.code).unwrap_or("ok")
+        parse(text).err().map_or("ok", |e| e.code.as_str())
     }
 
     #[test]

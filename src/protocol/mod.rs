@@ -15,36 +15,13 @@ pub use client::{parse, ClientFrame};
 pub use server::{ServerFrame, SnapshotState, TurnClock};
 
 use crate::game::RuleError;
+pub use crate::types::ErrorCode;
 use crate::types::TableId;
-
-/// The error codes clients can rely on (see `docs/protocol.md`).
-pub const STABLE_CODES: &[&str] = &[
-    "bad_json",
-    "unknown_type",
-    "bad_field",
-    "bad_amount",
-    "table_not_found",
-    "owned_elsewhere",
-    "not_joined",
-    "not_seated",
-    "already_seated",
-    "seat_taken",
-    "not_your_turn",
-    "illegal_action",
-    "insufficient_funds",
-    "stale_hand",
-    "stale_decision",
-    "table_frozen",
-    "draining",
-    "unavailable",
-    "rate_limited",
-    "too_slow",
-];
 
 /// A rejected frame or command, as the client sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientError {
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     pub owner: Option<String>,
     /// The table's subscription on this connection ended with this error
@@ -53,7 +30,7 @@ pub struct ClientError {
 }
 
 impl ClientError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> ClientError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ClientError {
         ClientError {
             code,
             message: message.into(),

@@ -8,8 +8,12 @@ use serde::Serialize;
 
 use crate::game::{EventKind, GameView, TableConfig};
 use crate::games::GameKind;
-use crate::types::{Fence, FreezeReason, PauseReason, StateReason, TableId, TableState};
+use crate::types::{ErrorCode, Fence, FreezeReason, PauseReason, StateReason, TableId, TableState};
 
+/// A frame is built, serialized and dropped at once, never stored or
+/// moved around, so the snapshot's size costs nothing in the other
+/// variants.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerFrame<'a> {
@@ -49,7 +53,7 @@ pub enum ServerFrame<'a> {
         reason: StateReason,
     },
     Error {
-        code: &'a str,
+        code: ErrorCode,
         message: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
         table: Option<&'a TableId>,
@@ -170,7 +174,7 @@ mod tests {
         );
         assert_eq!(
             parsed(ServerFrame::Error {
-                code: "bad_json",
+                code: ErrorCode::BadJson,
                 message: "no",
                 table: None,
                 owner: None,
@@ -180,7 +184,7 @@ mod tests {
         );
         assert_eq!(
             parsed(ServerFrame::Error {
-                code: "unavailable",
+                code: ErrorCode::Unavailable,
                 message: "gone",
                 table: Some(&table),
                 owner: None,

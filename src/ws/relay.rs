@@ -31,7 +31,7 @@ use crate::game::PlayerId;
 use crate::instruments;
 use crate::protocol::ClientError;
 use crate::runtime::Runtime;
-use crate::types::TableId;
+use crate::types::{ErrorCode, TableId};
 
 /// Frames one client may have queued towards one relayed table.
 const QUEUE: usize = 64;
@@ -51,7 +51,7 @@ impl Upstream {
     pub fn send(&self, text: &str) -> Result<(), ClientError> {
         self.tx.try_send(text.to_owned()).map_err(|e| match e {
             TrySendError::Full(_) => ClientError::new(
-                "rate_limited",
+                ErrorCode::RateLimited,
                 "too many frames on their way to this table; slow down",
             ),
             TrySendError::Closed(_) => owner_changing(),
@@ -67,7 +67,10 @@ impl Drop for Upstream {
 
 /// What a frame for a table gets while its new owner is being looked for.
 pub fn owner_changing() -> ClientError {
-    ClientError::new("unavailable", "the table's owner is changing; try again")
+    ClientError::new(
+        ErrorCode::Unavailable,
+        "the table's owner is changing; try again",
+    )
 }
 
 /// A relay ended; its session decides what comes next.

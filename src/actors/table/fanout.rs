@@ -12,7 +12,7 @@ use super::{Phase, Table};
 use crate::game::{Audience, Event, EventKind, PlayerId, SeatNo};
 use crate::instruments;
 use crate::protocol::{ClientError, ServerFrame, SnapshotState, TurnClock};
-use crate::types::{Fence, TableId};
+use crate::types::{ErrorCode, Fence, TableId};
 
 pub type SessionId = u64;
 
@@ -242,7 +242,10 @@ impl Table {
     ) -> Result<(), ClientError> {
         if !sub.tx.connected() {
             // The session ended while its join was on the way.
-            return Err(ClientError::new("unavailable", "the connection is gone"));
+            return Err(ClientError::new(
+                ErrorCode::Unavailable,
+                "the connection is gone",
+            ));
         }
         let cap = self.rt.settings.ws.outbound_queue_bytes;
         // A session subscribed already has been sent every event so far (a
@@ -266,7 +269,7 @@ impl Table {
         if !sent_all {
             metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
             return Err(ClientError::new(
-                "too_slow",
+                ErrorCode::TooSlow,
                 "the connection is not reading",
             ));
         }

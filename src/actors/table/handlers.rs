@@ -15,7 +15,7 @@ use crate::game::{Action, Chips, Command, PlayerId, SeatNo};
 use crate::instruments;
 use crate::protocol::ClientError;
 use crate::store::StoreError;
-use crate::types::{Fence, FreezeReason};
+use crate::types::{ErrorCode, Fence, FreezeReason};
 
 /// Subscribe a session; the table sends it a snapshot, or with `since` the
 /// events it missed if they are still kept.
@@ -145,7 +145,7 @@ impl Table {
                         Err(_) => {
                             error!("the rules refused a sit already paid for at a stopping table");
                             Err(ClientError::new(
-                                "table_frozen",
+                                ErrorCode::TableFrozen,
                                 "the buy-in was recorded and the table stopped: the seat holds it",
                             ))
                         }
@@ -161,7 +161,10 @@ impl Table {
                     Err(e) => {
                         error!(error = %e, "the rules refused a sit already paid for; freezing");
                         self.freeze(FreezeReason::InternalError, ctx);
-                        Err(ClientError::new("table_frozen", "the table is frozen"))
+                        Err(ClientError::new(
+                            ErrorCode::TableFrozen,
+                            "the table is frozen",
+                        ))
                     }
                 }
             }
@@ -173,23 +176,26 @@ impl Table {
             }
             Err(e) => Err(sit_refusal(&e).unwrap_or_else(|| {
                 self.on_write_error(e, ctx);
-                ClientError::new("table_frozen", "the table could not record the buy-in")
+                ClientError::new(
+                    ErrorCode::TableFrozen,
+                    "the table could not record the buy-in",
+                )
             })),
         }
     }
 }
 
 fn seat_taken() -> ClientError {
-    ClientError::new("seat_taken", "that seat is taken")
+    ClientError::new(ErrorCode::SeatTaken, "that seat is taken")
 }
 
 fn already_seated() -> ClientError {
-    ClientError::new("already_seated", "already seated at this table")
+    ClientError::new(ErrorCode::AlreadySeated, "already seated at this table")
 }
 
 fn try_buying_in_again() -> ClientError {
     ClientError::new(
-        "unavailable",
+        ErrorCode::Unavailable,
         "the buy-in could not be recorded right now; try again",
     )
 }
@@ -200,11 +206,13 @@ fn try_buying_in_again() -> ClientError {
 fn sit_refusal(e: &StoreError) -> Option<ClientError> {
     Some(match e {
         StoreError::InsufficientFunds => {
-            ClientError::new("insufficient_funds", "wallet balance is too low")
+            ClientError::new(ErrorCode::InsufficientFunds, "wallet balance is too low")
         }
         StoreError::SeatTaken => seat_taken(),
         StoreError::AlreadySeated => already_seated(),
-        StoreError::WrongState(_) => ClientError::new("table_frozen", "the table is not open"),
+        StoreError::WrongState(_) => {
+            ClientError::new(ErrorCode::TableFrozen, "the table is not open")
+        }
         other if other.is_transient() => try_buying_in_again(),
         _ => return None,
     })

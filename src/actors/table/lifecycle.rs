@@ -13,7 +13,7 @@ use crate::game::{PlayerId, SeatNo};
 use crate::instruments;
 use crate::protocol::{ClientError, ServerFrame};
 use crate::store::StoreError;
-use crate::types::{FreezeReason, PauseReason, StateReason, TableState};
+use crate::types::{ErrorCode, FreezeReason, PauseReason, StateReason, TableState};
 
 /// Why a table stops, which decides what Postgres records and what its
 /// watchers are told.
@@ -514,12 +514,16 @@ impl Table {
     pub(super) fn stopped_error(&self) -> Option<ClientError> {
         match self.phase {
             Phase::Open | Phase::Draining | Phase::Paused(_) => None,
-            Phase::Frozen(_) => Some(ClientError::new("table_frozen", "the table is frozen")),
-            Phase::Stopping if self.rt.is_draining() => {
-                Some(ClientError::new("draining", "the server is shutting down"))
-            }
+            Phase::Frozen(_) => Some(ClientError::new(
+                ErrorCode::TableFrozen,
+                "the table is frozen",
+            )),
+            Phase::Stopping if self.rt.is_draining() => Some(ClientError::new(
+                ErrorCode::Draining,
+                "the server is shutting down",
+            )),
             Phase::Stopping => Some(ClientError::new(
-                "unavailable",
+                ErrorCode::Unavailable,
                 "the table is being released; join it again in a moment",
             )),
         }
@@ -532,19 +536,22 @@ impl Table {
         }
         self.game
             .seat_of(player)
-            .ok_or_else(|| ClientError::new("not_seated", "you have no seat at this table"))
+            .ok_or_else(|| ClientError::new(ErrorCode::NotSeated, "you have no seat at this table"))
     }
 
     pub(super) fn refuse_unless_open(&self) -> Result<(), ClientError> {
         match self.phase {
             Phase::Open => Ok(()),
-            Phase::Draining => Err(ClientError::new("draining", "the server is shutting down")),
-            Phase::Paused(_) => Err(self
-                .paused_error()
-                .unwrap_or_else(|| ClientError::new("unavailable", "the table is paused"))),
-            _ => Err(self
-                .stopped_error()
-                .unwrap_or_else(|| ClientError::new("table_frozen", "the table is frozen"))),
+            Phase::Draining => Err(ClientError::new(
+                ErrorCode::Draining,
+                "the server is shutting down",
+            )),
+            Phase::Paused(_) => Err(self.paused_error().unwrap_or_else(|| {
+                ClientError::new(ErrorCode::Unavailable, "the table is paused")
+            })),
+            _ => Err(self.stopped_error().unwrap_or_else(|| {
+                ClientError::new(ErrorCode::TableFrozen, "the table is frozen")
+            })),
         }
     }
 
@@ -552,7 +559,7 @@ impl Table {
     fn paused_error(&self) -> Option<ClientError> {
         match self.phase {
             Phase::Paused(reason) => Some(ClientError::new(
-                "unavailable",
+                ErrorCode::Unavailable,
                 format!("the table is paused ({reason}); it resumes on its own"),
             )),
             _ => None,

@@ -13,7 +13,9 @@ use crate::lease::{HeldLease, LeaseClock, LeaseError};
 use crate::protocol::ClientError;
 use crate::runtime::Runtime;
 use crate::store::{StoreError, TableRow};
-use crate::types::{recorded_freeze, Fence, FreezeReason, StateReason, TableId, TableState};
+use crate::types::{
+    recorded_freeze, ErrorCode, Fence, FreezeReason, StateReason, TableId, TableState,
+};
 
 /// Why a table could not be hosted, recovered or disposed here.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -38,15 +40,15 @@ pub enum HostError {
 }
 
 impl HostError {
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            HostError::NotFound | HostError::Closed(_) => "table_not_found",
-            HostError::OwnedElsewhere { .. } => "owned_elsewhere",
-            HostError::Frozen(_) => "table_frozen",
-            HostError::NotFrozen => "not_frozen",
-            HostError::Draining => "draining",
-            HostError::NotHosted => "not_hosted",
-            HostError::Unavailable(_) => "unavailable",
+            HostError::NotFound | HostError::Closed(_) => ErrorCode::TableNotFound,
+            HostError::OwnedElsewhere { .. } => ErrorCode::OwnedElsewhere,
+            HostError::Frozen(_) => ErrorCode::TableFrozen,
+            HostError::NotFrozen => ErrorCode::NotFrozen,
+            HostError::Draining => ErrorCode::Draining,
+            HostError::NotHosted => ErrorCode::NotHosted,
+            HostError::Unavailable(_) => ErrorCode::Unavailable,
         }
     }
 

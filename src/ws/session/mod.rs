@@ -20,7 +20,7 @@ use crate::game::PlayerId;
 use crate::instruments;
 use crate::protocol::{self, ClientError, ClientFrame, ServerFrame};
 use crate::runtime::Runtime;
-use crate::types::TableId;
+use crate::types::{ErrorCode, TableId};
 use crate::ws::socket::{self, WriteError, Writer};
 
 mod routes;
@@ -189,7 +189,7 @@ impl WsSession {
     }
 
     fn reject(&mut self, ctx: &mut Context<Self>, table: Option<&TableId>, e: &ClientError) {
-        metrics::counter!(instruments::WS_FRAMES_REJECTED, "code" => e.code).increment(1);
+        metrics::counter!(instruments::WS_FRAMES_REJECTED, "code" => e.code.as_str()).increment(1);
         self.send_text(&e.to_frame(table), ctx);
     }
 
@@ -222,7 +222,7 @@ impl WsSession {
             self.reject(
                 ctx,
                 None,
-                &ClientError::new("rate_limited", "too many frames; slow down"),
+                &ClientError::new(ErrorCode::RateLimited, "too many frames; slow down"),
             );
         }
         false
@@ -246,7 +246,7 @@ impl WsSession {
         self.reject(
             ctx,
             None,
-            &ClientError::new("bad_json", "frames must be JSON text"),
+            &ClientError::new(ErrorCode::BadJson, "frames must be JSON text"),
         );
     }
 

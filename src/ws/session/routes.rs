@@ -12,7 +12,7 @@ use crate::actors::table::{Act, Join, Leave, Sit, Table, Unsubscribe};
 use crate::actors::table_manager::{HostError, LoadOrCreate};
 use crate::instruments;
 use crate::protocol::{ClientError, ClientFrame, ServerFrame};
-use crate::types::{FreezeReason, TableId};
+use crate::types::{ErrorCode, FreezeReason, TableId};
 use crate::ws::relay::{self, Ending, RelayEnded, RelayStart, Upstream};
 
 use super::WsSession;
@@ -102,7 +102,7 @@ impl WsSession {
             let hosted = manager
                 .send(LoadOrCreate { table: msg_table })
                 .await
-                .map_err(|_| ClientError::new("unavailable", "the server is stopping"))?;
+                .map_err(|_| ClientError::new(ErrorCode::Unavailable, "the server is stopping"))?;
             let addr = match hosted {
                 Ok(addr) => addr,
                 Err(HostError::OwnedElsewhere { owner, .. }) if !relayed => {
@@ -115,7 +115,7 @@ impl WsSession {
             };
             // The copy stopped between the manager's answer and this join.
             addr.send(join).await.map_err(|_| {
-                ClientError::new("unavailable", "the table stopped here; join again")
+                ClientError::new(ErrorCode::Unavailable, "the table stopped here; join again")
             })??;
             Ok::<_, ClientError>(Joined::Local(addr))
         };
@@ -172,7 +172,7 @@ impl WsSession {
                 // The new owner is not there yet (a lease still held by a
                 // crashed owner, a drain releasing): look again.
                 Some(search)
-                    if matches!(e.code, "unavailable" | "owned_elsewhere")
+                    if matches!(e.code, ErrorCode::Unavailable | ErrorCode::OwnedElsewhere)
                         && search.started.elapsed() < act.search_budget() =>
                 {
                     act.search_later(table, since, search.next(), ctx);
@@ -257,8 +257,11 @@ impl WsSession {
                 act.reject(
                     ctx,
                     Some(&table),
-                    &ClientError::new("unavailable", "the table stopped here; join it again")
-                        .ending_subscription(),
+                    &ClientError::new(
+                        ErrorCode::Unavailable,
+                        "the table stopped here; join it again",
+                    )
+                    .ending_subscription(),
                 );
             }
         });
@@ -301,7 +304,7 @@ impl WsSession {
                 return self.reject(
                     ctx,
                     Some(&table),
-                    &ClientError::new("not_joined", "join the table first"),
+                    &ClientError::new(ErrorCode::NotJoined, "join the table first"),
                 )
             }
         };
@@ -344,7 +347,7 @@ impl WsSession {
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| match res {
             Ok(()) => {}
             Err(Some(e)) => {
-                if e.code == "table_frozen" {
+                if e.code == ErrorCode::TableFrozen {
                     act.tables.remove(&table);
                 }
                 act.reject(ctx, Some(&table), &e);
@@ -384,7 +387,7 @@ impl Handler<RelayEnded> for WsSession {
                                 ctx,
                                 Some(&msg.table),
                                 &ClientError::new(
-                                    "unavailable",
+                                    ErrorCode::Unavailable,
                                     "the table's owner cannot be reached; join again later",
                                 )
                                 .ending_subscription(),
