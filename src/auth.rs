@@ -89,7 +89,14 @@ impl TokenSigner {
         // ignores without checking its bytes, and take a payload that is
         // not JSON.
         let payload = std::str::from_utf8(&payload).map_err(|_| TokenError::Malformed)?;
-        let claims: Claims = serde_json::from_str(payload).map_err(|_| TokenError::Malformed)?;
+        // Claims are a JSON object: serde would also take the fields of a
+        // struct from an array in their order.
+        let claims: serde_json::Value =
+            serde_json::from_str(payload).map_err(|_| TokenError::Malformed)?;
+        if !claims.is_object() {
+            return Err(TokenError::Malformed);
+        }
+        let claims: Claims = serde_json::from_value(claims).map_err(|_| TokenError::Malformed)?;
         if claims.exp < now_unix {
             return Err(TokenError::Expired);
         }
@@ -199,7 +206,7 @@ mod tests {
     /// bytes that are not UTF-8 in a field the claims do not read was
     /// accepted, although it is no JSON.
     #[test]
-    fn a_signed_payload_that_is_not_utf8_is_malformed() {
+    fn a_signed_payload_that_is_not_utf8_or_not_an_object_is_malformed() {
         let signer = TokenSigner::new(SecretString::from("s3cret".to_string()));
         let sign = |payload: &[u8]| {
             let mut mac = signer.mac();
@@ -214,6 +221,9 @@ mod tests {
         assert_eq!(signer.verify(&sign(bad), 700), Err(TokenError::Malformed));
         let good = b"{\"sub\":\"alice\",\"exp\":745,\"x\":\"ic\"}";
         assert_eq!(signer.verify(&sign(good), 700), Ok("alice".to_string()));
+        // The same claims as an array, correctly signed, are no token.
+        let array = b"[\"alice\",745]";
+        assert_eq!(signer.verify(&sign(array), 700), Err(TokenError::Malformed));
     }
 
     fn signer(s: &str) -> TokenSigner {
