@@ -2,6 +2,7 @@
 //! `GET /ws/relay` for other instances relaying a player's frames to the
 //! tables this process hosts.
 
+pub mod backlog;
 pub mod relay;
 pub mod session;
 mod socket;

@@ -25,13 +25,14 @@ use tokio_tungstenite::tungstenite::Message;
 use tracing::{debug, warn};
 use url::Url;
 
-use crate::actors::table::{Backlog, Outbound};
+use crate::actors::table::Outbound;
 use crate::auth::{now_unix_ms, RelayClaim};
 use crate::game::PlayerId;
 use crate::instruments;
 use crate::protocol::ClientError;
 use crate::runtime::Runtime;
 use crate::types::{ErrorCode, TableId};
+use crate::ws::backlog::Backlog;
 
 /// Frames one client may have queued towards one relayed table.
 const QUEUE: usize = 64;

@@ -22,7 +22,7 @@ use bytes::{Buf as _, Bytes, BytesMut};
 use futures::Stream;
 use tokio::net::TcpStream;
 
-use crate::actors::table::Backlog;
+use crate::ws::backlog::Backlog;
 
 /// How much is read off the socket at a time (on the reader's stack).
 const READ_CHUNK: usize = 4096;

@@ -1,8 +1,8 @@
 //! Fan-out: who watches the table, what each may see, the kept history a
-//! reconnecting client catches up from, snapshots, and the per-session
-//! backlog that keeps a client that stops reading from filling memory.
+//! reconnecting client catches up from, and snapshots. A watcher that
+//! stops reading is the transport's to measure ([`Watcher`]); the table
+//! drops the subscription of one its transport says is too slow.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -16,39 +16,19 @@ use crate::types::{ErrorCode, Fence, TableId};
 
 pub type SessionId = u64;
 
-/// How far one session lags behind what its tables sent it. A session's
-/// actor only runs while its socket drains, so a client that stops reading
-/// stalls it: the tables account for what they queue and stop sending once
-/// the backlog passes the cap, instead of filling the mailbox without bound.
-#[derive(Debug, Default)]
-pub struct Backlog {
-    queued_bytes: AtomicU64,
-    too_slow: AtomicBool,
-}
-
-impl Backlog {
-    /// Counts a frame about to be queued; false (and marked too slow) when
-    /// the session already lags more than `cap` bytes.
-    pub fn admit(&self, len: usize, cap: u64) -> bool {
-        if self.queued_bytes.load(Ordering::Relaxed) > cap {
-            self.too_slow.store(true, Ordering::Relaxed);
-            return false;
-        }
-        self.queued_bytes.fetch_add(len as u64, Ordering::Relaxed);
-        true
-    }
-
-    pub fn delivered(&self, len: usize) {
-        let _ = self
-            .queued_bytes
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
-                Some(q.saturating_sub(len as u64))
-            });
-    }
-
-    pub fn is_too_slow(&self) -> bool {
-        self.too_slow.load(Ordering::Relaxed)
-    }
+/// One watcher's end of a table: where the table sends its frames and
+/// notices. The transport behind it (a WebSocket session, a relay)
+/// implements it and decides, from what it has queued but not yet
+/// written, whether a frame is taken or the watcher lags too far behind:
+/// the table counts no bytes.
+pub trait Watcher: Send + Sync + 'static {
+    /// Queues `frame` unless the watcher is gone or lags too far behind.
+    fn offer(&self, frame: &Arc<str>) -> Delivery;
+    /// A notice the watcher gets whatever its lag: the subscription ends
+    /// with it.
+    fn notify(&self, notice: Outbound);
+    /// Whether anyone is still at the other end.
+    fn connected(&self) -> bool;
 }
 
 /// What a table pushes to one session.
@@ -79,13 +59,12 @@ pub(super) enum Dismissal {
 
 pub(super) struct Subscriber {
     pub player: PlayerId,
-    pub tx: Recipient<Outbound>,
-    pub backlog: Arc<Backlog>,
+    pub watcher: Arc<dyn Watcher>,
 }
 
-/// What became of a frame sent to one subscriber.
+/// What became of a frame offered to one watcher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Delivery {
+pub enum Delivery {
     Queued,
     /// The session lags more than the cap behind; nothing was queued.
     TooSlow,
@@ -95,17 +74,8 @@ pub(super) enum Delivery {
 }
 
 impl Subscriber {
-    /// Queues a frame unless the session is gone or lags more than `cap`
-    /// bytes behind.
-    fn send(&self, frame: &Arc<str>, cap: u64) -> Delivery {
-        if !self.tx.connected() {
-            return Delivery::Gone;
-        }
-        if !self.backlog.admit(frame.len(), cap) {
-            return Delivery::TooSlow;
-        }
-        self.tx.do_send(Outbound::Frame(frame.clone()));
-        Delivery::Queued
+    fn send(&self, frame: &Arc<str>) -> Delivery {
+        self.watcher.offer(frame)
     }
 }
 
@@ -137,11 +107,10 @@ impl Table {
     }
 
     fn send_to(&mut self, only: Option<&PlayerId>, frame: &Arc<str>) {
-        let cap = self.rt.settings.ws.outbound_queue_bytes;
         let mut undelivered = Vec::new();
         for (id, sub) in &self.subscribers {
             if only.is_none_or(|p| *p == sub.player) {
-                match sub.send(frame, cap) {
+                match sub.send(frame) {
                     Delivery::Queued => {}
                     other => undelivered.push((*id, other)),
                 }
@@ -154,7 +123,7 @@ impl Table {
             if delivery == Delivery::TooSlow {
                 metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
                 warn!(player = %sub.player.0, "client too slow to read; no longer sending to it");
-                sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
+                sub.watcher.notify(Outbound::Unsubscribed(self.id.clone()));
             }
         }
     }
@@ -240,14 +209,13 @@ impl Table {
         sub: Subscriber,
         since: Option<u64>,
     ) -> Result<(), ClientError> {
-        if !sub.tx.connected() {
+        if !sub.watcher.connected() {
             // The session ended while its join was on the way.
             return Err(ClientError::new(
                 ErrorCode::Unavailable,
                 "the connection is gone",
             ));
         }
-        let cap = self.rt.settings.ws.outbound_queue_bytes;
         // A session subscribed already has been sent every event so far (a
         // client's second join, or its join crossing the server's own
         // search for this table): a resume sends only what comes next, so
@@ -263,8 +231,8 @@ impl Table {
                 .history
                 .iter()
                 .filter(|s| s.seq > since && s.only.as_ref().is_none_or(|p| *p == sub.player))
-                .all(|s| sub.send(&s.frame, cap) == Delivery::Queued),
-            None => sub.send(&self.snapshot_frame(&sub.player), cap) == Delivery::Queued,
+                .all(|s| sub.send(&s.frame) == Delivery::Queued),
+            None => sub.send(&self.snapshot_frame(&sub.player)) == Delivery::Queued,
         };
         if !sent_all {
             metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
@@ -280,7 +248,7 @@ impl Table {
                 reason,
             }
             .to_shared();
-            let _ = sub.send(&paused, cap);
+            let _ = sub.send(&paused);
         }
         self.absent.remove(&sub.player);
         self.subscribers.insert(session, sub);
@@ -295,17 +263,16 @@ impl Table {
 
     /// Sends every watcher a fresh snapshot of the table as they may see it.
     pub(super) fn send_snapshots(&mut self) {
-        let cap = self.rt.settings.ws.outbound_queue_bytes;
         let mut too_slow = Vec::new();
         for (id, sub) in &self.subscribers {
-            if sub.send(&self.snapshot_frame(&sub.player), cap) != Delivery::Queued {
+            if sub.send(&self.snapshot_frame(&sub.player)) != Delivery::Queued {
                 too_slow.push(*id);
             }
         }
         for id in too_slow {
             if let Some(sub) = self.drop_subscriber(id) {
                 metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
-                sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
+                sub.watcher.notify(Outbound::Unsubscribed(self.id.clone()));
             }
         }
     }
@@ -315,11 +282,11 @@ impl Table {
         for sub in self.subscribers.values() {
             match how {
                 Dismissal::Notice(frame) => {
-                    sub.tx.do_send(Outbound::Frame(frame.clone()));
-                    sub.tx.do_send(Outbound::Unsubscribed(self.id.clone()));
+                    sub.watcher.notify(Outbound::Frame(frame.clone()));
+                    sub.watcher.notify(Outbound::Unsubscribed(self.id.clone()));
                 }
-                Dismissal::Released => sub.tx.do_send(Outbound::Released(self.id.clone())),
-                Dismissal::Moved => sub.tx.do_send(Outbound::Moved(self.id.clone())),
+                Dismissal::Released => sub.watcher.notify(Outbound::Released(self.id.clone())),
+                Dismissal::Moved => sub.watcher.notify(Outbound::Moved(self.id.clone())),
             }
         }
         self.subscribers.clear();

@@ -8,7 +8,7 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 use tracing::{error, warn};
 
-use super::fanout::{Backlog, Outbound, SessionId, Subscriber};
+use super::fanout::{SessionId, Subscriber, Watcher};
 use super::play::beside;
 use super::{Phase, Table};
 use crate::game::{Action, Chips, Command, PlayerId, SeatNo};
@@ -25,8 +25,7 @@ pub struct Join {
     pub session: SessionId,
     pub player: PlayerId,
     pub since: Option<u64>,
-    pub tx: Recipient<Outbound>,
-    pub backlog: Arc<Backlog>,
+    pub watcher: Arc<dyn Watcher>,
 }
 
 impl Handler<Join> for Table {
@@ -38,8 +37,7 @@ impl Handler<Join> for Table {
         }
         let sub = Subscriber {
             player: msg.player,
-            tx: msg.tx,
-            backlog: msg.backlog,
+            watcher: msg.watcher,
         };
         self.subscribe(msg.session, sub, msg.since)
     }

@@ -4,7 +4,7 @@
 //! - [`handlers`]: the messages sessions and the manager send it;
 //! - [`play`]: the hand flow (rules, action clock, boundary writes, deals);
 //! - [`cash_out`]: standing players up, and cash-outs beside the hand;
-//! - [`fanout`]: subscribers, history, replay, snapshots, backlog;
+//! - [`fanout`]: subscribers, history, replay, snapshots;
 //! - [`lifecycle`]: freeze, drain, idle release, absent players, deadline;
 //! - [`timers`]: the one-shot deadlines, armed only while something is due.
 
@@ -15,7 +15,7 @@ mod lifecycle;
 mod play;
 mod timers;
 
-pub use fanout::{Backlog, Outbound, SessionId};
+pub use fanout::{Delivery, Outbound, SessionId, Watcher};
 pub use handlers::{
     Act, Drain, Freeze, Join, Leave, Refence, RefenceOutcome, Sit, Superseded, Unsubscribe,
 };

@@ -14,13 +14,14 @@ use actix_http::ws::{CloseCode, CloseReason, Frame, Item as Fragment, ProtocolEr
 use tokio::net::TcpStream;
 use tracing::debug;
 
-use crate::actors::table::{Backlog, Outbound, SessionId, Unsubscribe};
+use crate::actors::table::{Outbound, SessionId, Unsubscribe};
 use crate::actors::table_manager::TableManager;
 use crate::game::PlayerId;
 use crate::instruments;
 use crate::protocol::{self, ClientError, ClientFrame, ServerFrame};
 use crate::runtime::Runtime;
 use crate::types::{ErrorCode, TableId};
+use crate::ws::backlog::Backlog;
 use crate::ws::socket::{self, WriteError, Writer};
 
 mod routes;

@@ -3,6 +3,7 @@
 //! it, the relays, and the search for a new owner when it changes.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -13,6 +14,7 @@ use crate::actors::table_manager::{HostError, LoadOrCreate};
 use crate::instruments;
 use crate::protocol::{ClientError, ClientFrame, ServerFrame};
 use crate::types::{ErrorCode, FreezeReason, TableId};
+use crate::ws::backlog::SessionLink;
 use crate::ws::relay::{self, Ending, RelayEnded, RelayStart, Upstream};
 
 use super::WsSession;
@@ -95,8 +97,11 @@ impl WsSession {
             session: self.id,
             player: self.player.clone(),
             since,
-            tx: ctx.address().recipient(),
-            backlog: self.backlog.clone(),
+            watcher: Arc::new(SessionLink::new(
+                ctx.address().recipient(),
+                self.backlog.clone(),
+                self.rt.settings.ws.outbound_queue_bytes,
+            )),
         };
         let fut = async move {
             let hosted = manager
