@@ -6,6 +6,7 @@
 //! - [`games`]: the trait every game implements, and the games behind it.
 //! - [`game`]: the hold'em rules, pure and deterministic.
 //! - [`lease`]: Redis ownership leases and fencing tokens.
+//! - [`peers`]: the other instances of the environment, for relays and moves.
 //! - [`store`]: Postgres; every write to a table's rows is fenced.
 //! - [`actors`]: `TableManager`, `Table`, `Heartbeat`.
 //! - [`protocol`]: the WebSocket frames both ways and their coded errors.
@@ -21,6 +22,7 @@ pub mod games;
 pub mod http;
 pub mod instruments;
 pub mod lease;
+pub mod peers;
 pub mod protocol;
 pub mod runtime;
 pub mod shutdown;

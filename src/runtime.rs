@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use crate::auth::TokenSigner;
 use crate::config::Settings;
 use crate::lease::{LeaseClient, LeaseClock, Registration};
+use crate::peers::PeerDirectory;
 use crate::store::Store;
 
 pub struct Runtime {
@@ -25,6 +26,8 @@ pub struct Runtime {
     /// valid, so a process that other instances may consider gone (and
     /// whose tables they may take) has stopped dealing first (I1).
     pub liveness: Arc<LeaseClock>,
+    /// The other instances of this environment.
+    pub peers: PeerDirectory,
     draining: AtomicBool,
     /// Flips to true when a drain starts; idle sessions close on it.
     shutdown: watch::Sender<bool>,
@@ -40,6 +43,7 @@ impl Runtime {
         registration: Registration,
         liveness: Arc<LeaseClock>,
     ) -> Runtime {
+        let peers = PeerDirectory::new(store.clone(), settings.instance.environment.clone());
         Runtime {
             settings,
             store,
@@ -48,6 +52,7 @@ impl Runtime {
             metrics,
             registration,
             liveness,
+            peers,
             draining: AtomicBool::new(false),
             shutdown: watch::channel(false).0,
         }

@@ -14,6 +14,7 @@ use tracing::info;
 use super::admin::{host_error, json_object, only_fields, store_error, table_id, view_of, Admin};
 use super::{ApiError, AppState};
 use crate::actors::table_manager::{IsHosted, LoadOrCreate, MoveOut};
+use crate::peers::PeerError;
 use crate::types::{TableId, TableState};
 
 /// Marks a move forwarded by another instance, so it is never forwarded on.
@@ -26,20 +27,10 @@ fn conflict(code: &'static str, message: &str) -> ApiError {
 /// The admin base URL of a live instance that is not draining, or 409
 /// `not_live`.
 async fn live_url(state: &AppState, instance: &str) -> Result<String, ApiError> {
-    let rt = &state.rt;
-    match rt
-        .store
-        .instance_seen(rt.environment(), instance)
-        .await
-        .map_err(store_error)?
-    {
-        Some(row) if row.live && !row.draining => {
-            Ok(row.advertise_url.trim_end_matches('/').to_string())
-        }
-        _ => Err(conflict(
-            "not_live",
-            &format!("instance {instance:?} is not live (unknown, gone or draining)"),
-        )),
+    match state.rt.peers.live(instance).await {
+        Ok(peer) => Ok(peer.http_base().to_string()),
+        Err(PeerError::Store(e)) => Err(store_error(e)),
+        Err(e) => Err(conflict("not_live", &e.to_string())),
     }
 }
 

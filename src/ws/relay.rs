@@ -283,32 +283,20 @@ async fn owner_url(args: &RelayStart) -> Option<Url> {
     if args.owner == me {
         return None;
     }
-    let row = match rt.store.instance_seen(rt.environment(), &args.owner).await {
-        Ok(row) => row?,
+    let peer = match rt.peers.live(&args.owner).await {
+        Ok(peer) => peer,
         Err(e) => {
-            debug!(owner = %args.owner, error = %e, "could not look the owner up");
+            debug!(owner = %args.owner, error = %e, "the owner cannot be reached");
             return None;
         }
     };
-    if !row.live || row.draining {
-        return None;
-    }
-    let mut url = match Url::parse(&row.advertise_url) {
+    let mut url = match peer.relay_url() {
         Ok(url) => url,
         Err(e) => {
-            warn!(owner = %args.owner, advertise_url = %row.advertise_url, error = %e, "owner advertises an address that is not a URL");
+            warn!(owner = %args.owner, error = %e, "owner advertises an address a relay cannot use");
             return None;
         }
     };
-    let scheme = match url.scheme() {
-        "http" | "ws" => "ws",
-        other => {
-            warn!(owner = %args.owner, scheme = other, "relay reaches owners over http:// (a private network) only");
-            return None;
-        }
-    };
-    url.set_scheme(scheme).ok()?;
-    url.set_path("/ws/relay");
     let claim = RelayClaim {
         from: me.to_string(),
         to: args.owner.clone(),
