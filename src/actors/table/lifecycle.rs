@@ -402,10 +402,12 @@ impl Table {
         self.phase = phase;
     }
 
-    /// Runs every TTL/10: a lease given up for good freezes the table; one
-    /// that cannot be proven now (Redis slow or unreachable), or a liveness
-    /// Postgres has not recorded lately, pauses it; once both are proven
-    /// again it resumes (I4).
+    /// Runs when the manager's watch (every TTL/10) finds this table's
+    /// lease or liveness unproven, before each hand is dealt, and every
+    /// TTL/10 while paused: a lease given up for good freezes the table;
+    /// one that cannot be proven now (Redis slow or unreachable), or a
+    /// liveness Postgres has not recorded lately, pauses it; once both are
+    /// proven again it resumes (I4).
     pub(super) fn check_lease(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
         let live = !matches!(self.phase, Phase::Frozen(_) | Phase::Stopping);
