@@ -21,7 +21,7 @@ pub use handlers::{
 };
 pub use timers::CheckLease;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,7 +33,7 @@ use crate::instruments;
 use crate::lease::LeaseClock;
 use crate::runtime::Runtime;
 use crate::types::{Fence, FreezeReason, PauseReason, TableId, TableState};
-use fanout::{seq_epoch, Sent, Subscriber};
+use fanout::Fanout;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -96,9 +96,7 @@ pub struct Table {
     owner: Owner,
     game: Game,
     phase: Phase,
-    subscribers: HashMap<SessionId, Subscriber>,
-    seq: u64,
-    history: VecDeque<Sent>,
+    fanout: Fanout,
     action_timer: Option<SpawnHandle>,
     next_hand_timer: Option<SpawnHandle>,
     drain_timer: Option<SpawnHandle>,
@@ -163,6 +161,7 @@ impl Table {
         game: Game,
     ) -> Table {
         let span = table_span(&id, fence, game.hand_no());
+        let fanout = Fanout::new(id.clone(), fence, rt.settings.table.history_events);
         let empty_since = game.seats().is_empty().then(Instant::now);
         // A revived table's players reconnect after the redeploy; until then
         // their seats are held like any dropped connection's.
@@ -176,9 +175,7 @@ impl Table {
             owner,
             game,
             phase: Phase::Open,
-            subscribers: HashMap::new(),
-            seq: seq_epoch(fence),
-            history: VecDeque::new(),
+            fanout,
             action_timer: None,
             next_hand_timer: None,
             drain_timer: None,
