@@ -28,7 +28,7 @@ pub struct Runtime {
     pub liveness: Arc<LeaseClock>,
     /// The other instances of this environment.
     pub peers: PeerDirectory,
-    draining: AtomicBool,
+    draining: Arc<AtomicBool>,
     /// Flips to true when a drain starts; idle sessions close on it.
     shutdown: watch::Sender<bool>,
 }
@@ -53,7 +53,7 @@ impl Runtime {
             registration,
             liveness,
             peers,
-            draining: AtomicBool::new(false),
+            draining: Arc::new(AtomicBool::new(false)),
             shutdown: watch::channel(false).0,
         }
     }
@@ -70,6 +70,11 @@ impl Runtime {
     /// Postgres recently enough that nobody may consider it gone.
     pub fn is_alive_on_record(&self, now: Instant) -> bool {
         self.liveness.is_valid(now)
+    }
+
+    /// The drain flag, for the parts that share only it.
+    pub fn draining_flag(&self) -> Arc<AtomicBool> {
+        self.draining.clone()
     }
 
     pub fn is_draining(&self) -> bool {

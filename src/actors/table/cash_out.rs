@@ -53,7 +53,7 @@ impl Table {
     /// there and no hand is dealt (`deal` waits for it): the seat's chips
     /// never play while Postgres may already have paid them out.
     fn cash_out(&mut self, out: CashOut, fence: Fence, retried: bool, ctx: &mut Context<Self>) {
-        let (rt, clock, id) = (self.rt.clone(), self.clock.clone(), self.id.clone());
+        let (env, clock, id) = (self.env.clone(), self.clock.clone(), self.id.clone());
         let outs = vec![out.clone()];
         let fut = beside(
             async move {
@@ -64,8 +64,8 @@ impl Table {
                         tokio::time::sleep(backoff).await;
                     }
                     let retry = retried || tries > 0;
-                    let res = rt.store.cash_out(&id, fence, &outs).await;
-                    match settled_on_retry(&rt, &id, &outs, retry, res).await {
+                    let res = env.store.cash_out(&id, fence, &outs).await;
+                    match settled_on_retry(&env.store, &id, &outs, retry, res).await {
                         Err(e) if e.is_transient() && !clock.is_revoked() => {
                             metrics::counter!(instruments::STORE_WRITE_RETRIES).increment(1);
                             tries = tries.saturating_add(1);

@@ -97,11 +97,11 @@ impl Handler<Sit> for Table {
             return refuse(e.into());
         }
         self.buying_in.insert(msg.seat, msg.player.clone());
-        let rt = self.rt.clone();
+        let env = self.env.clone();
         let (id, fence) = (self.id.clone(), self.fence);
         let player = msg.player.clone();
         let fut = beside(async move {
-            rt.store
+            env.store
                 .buy_in(&id, fence, msg.seat, &player, msg.buy_in)
                 .await
         });
@@ -366,9 +366,9 @@ impl Handler<Refence> for Table {
             return Box::pin(async { RefenceOutcome::Refused });
         }
         let (tx, rx) = oneshot::channel();
-        let rt = self.rt.clone();
+        let env = self.env.clone();
         let (id, old, new) = (self.id.clone(), self.fence, msg.fence);
-        let fut = async move { rt.store.reassert(&id, old, new, rt.instance_id()).await };
+        let fut = async move { env.store.reassert(&id, old, new, env.instance_id()).await };
         // Waited for, like a boundary write: no write with the old fence
         // can start while Postgres moves to the new one.
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {

@@ -93,7 +93,7 @@ impl Table {
     /// releases the lease.
     pub(super) fn record_and_stop(&mut self, farewell: Farewell, ctx: &mut Context<Self>) {
         let (to, reason) = farewell.recorded();
-        let rt = self.rt.clone();
+        let env = self.env.clone();
         let (id, fence) = (self.id.clone(), self.fence);
         let target = match &farewell {
             Farewell::Moved(target) => Some(target.clone()),
@@ -102,13 +102,13 @@ impl Table {
         let fut = async move {
             match target {
                 Some(target) => {
-                    rt.store
-                        .release_to(&id, fence, rt.instance_id(), &target)
+                    env.store
+                        .release_to(&id, fence, env.instance_id(), &target)
                         .await
                 }
                 None => {
-                    rt.store
-                        .transition(&id, fence, rt.instance_id(), to, reason)
+                    env.store
+                        .transition(&id, fence, env.instance_id(), to, reason)
                         .await
                 }
             }
@@ -214,15 +214,15 @@ impl Table {
         }
         if first {
             // Operators see the table draining while its hand finishes.
-            let rt = self.rt.clone();
+            let env = self.env.clone();
             let (id, fence) = (self.id.clone(), self.fence);
             let reason = match self.moving_to {
                 Some(_) => StateReason::Moved,
                 None => StateReason::Shutdown,
             };
             let fut = async move {
-                rt.store
-                    .transition(&id, fence, rt.instance_id(), TableState::Draining, reason)
+                env.store
+                    .transition(&id, fence, env.instance_id(), TableState::Draining, reason)
                     .await
             };
             // Waited for, so it can never land after the release.
@@ -283,7 +283,7 @@ impl Table {
             || self.game.hand_in_progress()
             || !self.game.seats().is_empty()
             || !self.buying_in.is_empty()
-            || since.elapsed() < self.rt.idle_evict()
+            || since.elapsed() < self.env.idle_evict()
         {
             return;
         }
@@ -305,7 +305,7 @@ impl Table {
         if self.phase != Phase::Open || self.writing {
             return;
         }
-        let window = Duration::from_millis(self.rt.settings.table.reconnect_window_ms);
+        let window = Duration::from_millis(self.env.settings.reconnect_window_ms);
         let expired: Vec<PlayerId> = self
             .absent
             .iter()
@@ -335,7 +335,7 @@ impl Table {
     /// owner's stamp (seen by the fence check) stops it as superseded.
     pub(super) fn on_revoked(&mut self, ctx: &mut Context<Self>) {
         let _g = self.span.clone().entered();
-        if self.rt.is_draining() {
+        if self.env.is_draining() {
             warn!(
                 event = "table_abandoned",
                 "lease released by a forced shutdown; stopping without a state write"
@@ -416,7 +416,7 @@ impl Table {
             return;
         }
         let leased = self.clock.is_valid(now);
-        let alive = self.rt.is_alive_on_record(now);
+        let alive = self.env.is_alive_on_record(now);
         let unproven = if self.clock.is_contested() {
             PauseReason::Contested
         } else {
@@ -501,7 +501,7 @@ impl Table {
     /// Asks the manager to take the lease again, at most once per renew
     /// period while the table stays paused.
     fn ask_reassert(&mut self) {
-        let period = self.rt.ttl() / 3;
+        let period = self.env.ttl() / 3;
         if self.reassert_asked.is_some_and(|at| at.elapsed() < period) {
             return;
         }
@@ -520,7 +520,7 @@ impl Table {
                 ErrorCode::TableFrozen,
                 "the table is frozen",
             )),
-            Phase::Stopping if self.rt.is_draining() => Some(ClientError::new(
+            Phase::Stopping if self.env.is_draining() => Some(ClientError::new(
                 ErrorCode::Draining,
                 "the server is shutting down",
             )),

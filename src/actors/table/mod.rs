@@ -9,12 +9,14 @@
 //! - [`timers`]: the one-shot deadlines, armed only while something is due.
 
 mod cash_out;
+mod env;
 mod fanout;
 mod handlers;
 mod lifecycle;
 mod play;
 mod timers;
 
+pub use env::TableEnv;
 pub use fanout::{Delivery, Outbound, SessionId, Watcher};
 pub use handlers::{
     Act, Drain, Freeze, Join, Leave, Refence, RefenceOutcome, Sit, Superseded, Unsubscribe,
@@ -31,7 +33,6 @@ use tracing::{info, warn};
 use crate::game::{Game, PlayerId, SeatNo};
 use crate::instruments;
 use crate::lease::LeaseClock;
-use crate::runtime::Runtime;
 use crate::types::{Fence, FreezeReason, PauseReason, TableId, TableState};
 use fanout::Fanout;
 
@@ -91,7 +92,7 @@ pub struct Owner {
 pub struct Table {
     id: TableId,
     fence: Fence,
-    rt: Arc<Runtime>,
+    env: TableEnv,
     clock: Arc<LeaseClock>,
     owner: Owner,
     game: Game,
@@ -155,13 +156,13 @@ impl Table {
     pub fn new(
         id: TableId,
         fence: Fence,
-        rt: Arc<Runtime>,
+        env: TableEnv,
         clock: Arc<LeaseClock>,
         owner: Owner,
         game: Game,
     ) -> Table {
         let span = table_span(&id, fence, game.hand_no());
-        let fanout = Fanout::new(id.clone(), fence, rt.settings.table.history_events);
+        let fanout = Fanout::new(id.clone(), fence, env.settings.history_events);
         let empty_since = game.seats().is_empty().then(Instant::now);
         // A revived table's players reconnect after the redeploy; until then
         // their seats are held like any dropped connection's.
@@ -170,7 +171,7 @@ impl Table {
         Table {
             id,
             fence,
-            rt,
+            env,
             clock,
             owner,
             game,

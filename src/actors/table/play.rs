@@ -14,8 +14,7 @@ use tracing::{error, info, warn};
 use super::{note_stale_write, Phase, Table};
 use crate::game::{Audience, Command, Event, EventKind, RuleError, SeatChips, SeatNo, VoidReason};
 use crate::instruments;
-use crate::runtime::Runtime;
-use crate::store::{CashOut, StoreError};
+use crate::store::{CashOut, Store, StoreError};
 use crate::types::{FreezeReason, PauseReason, TableId};
 
 /// What the players are told once a hand's write has an outcome: its
@@ -146,7 +145,7 @@ impl Table {
         ctx: &mut Context<Self>,
     ) {
         Self::cancel(ctx, &mut self.action_timer);
-        let timeout = self.rt.action_timeout();
+        let timeout = self.env.action_timeout();
         self.action_timer = Some(ctx.run_later(timeout, move |act, ctx| {
             act.action_timer = None;
             let _g = act.span.clone().entered();
@@ -191,15 +190,15 @@ impl Table {
                 reason: VoidReason::NotRecorded,
             },
         };
-        let rt = self.rt.clone();
+        let env = self.env.clone();
         let (id, fence, button) = (self.id.clone(), self.fence, self.game.button());
         let (summary, outs) = (Rc::new(summary), Rc::new(outs));
         let write: Write = Rc::new(move |retry| {
-            let (rt, id, summary, outs) = (rt.clone(), id.clone(), summary.clone(), outs.clone());
+            let (env, id, summary, outs) = (env.clone(), id.clone(), summary.clone(), outs.clone());
             Box::pin(async move {
-                match rt
+                match env
                     .store
-                    .write_hand(&id, fence, rt.instance_id(), &summary, button, &outs)
+                    .write_hand(&id, fence, env.instance_id(), &summary, button, &outs)
                     .await
                 {
                     // An earlier try committed and only its answer was
@@ -337,7 +336,7 @@ impl Table {
         {
             return;
         }
-        let delay = self.rt.next_hand_delay();
+        let delay = self.env.next_hand_delay();
         self.next_hand_timer = Some(ctx.run_later(delay, |act, ctx| {
             act.next_hand_timer = None;
             act.deal(ctx);
@@ -377,7 +376,7 @@ impl Table {
         // I1: never deal on a lease this process cannot prove it holds, nor
         // while others might already consider this process gone.
         let now = Instant::now();
-        if !self.clock.is_valid(now) || !self.rt.is_alive_on_record(now) {
+        if !self.clock.is_valid(now) || !self.env.is_alive_on_record(now) {
             warn!(
                 event = "lease_deadline_passed",
                 "lease or liveness not proven before dealing"
@@ -421,14 +420,14 @@ impl Table {
         // their stacks from before it: written with the burnt hand number.
         let outs = self.cash_outs_of(&events);
         self.broadcast(events);
-        let rt = self.rt.clone();
+        let env = self.env.clone();
         let (id, fence, hand) = (self.id.clone(), self.fence, self.game.hand_no());
         let outs = Rc::new(outs);
         let write: Write = Rc::new(move |retry| {
-            let (rt, id, outs) = (rt.clone(), id.clone(), outs.clone());
+            let (env, id, outs) = (env.clone(), id.clone(), outs.clone());
             Box::pin(async move {
-                let res = rt.store.record_void(&id, fence, hand, &outs).await;
-                settled_on_retry(&rt, &id, &outs, retry, res).await
+                let res = env.store.record_void(&id, fence, hand, &outs).await;
+                settled_on_retry(&env.store, &id, &outs, retry, res).await
             })
         });
         self.persist(write, None, ctx);
@@ -470,7 +469,7 @@ pub(super) fn retry_backoff(tries: u32) -> Duration {
 /// A retried cash-out whose seats are already vacated was committed by an
 /// earlier try whose answer was lost: that is its success.
 pub(super) async fn settled_on_retry(
-    rt: &Runtime,
+    store: &Store,
     id: &TableId,
     outs: &[CashOut],
     retry: bool,
@@ -478,7 +477,7 @@ pub(super) async fn settled_on_retry(
 ) -> Result<(), StoreError> {
     match res {
         Err(StoreError::Inconsistent(_)) if retry && !outs.is_empty() => {
-            if rt.store.all_vacated(id, outs).await? {
+            if store.all_vacated(id, outs).await? {
                 Ok(())
             } else {
                 res

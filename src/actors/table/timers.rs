@@ -64,7 +64,7 @@ impl Table {
         if self.idle_timer.is_some() {
             return;
         }
-        let evict = self.rt.idle_evict();
+        let evict = self.env.idle_evict();
         let due = match evict.saturating_sub(since.elapsed()) {
             Duration::ZERO => Self::retry_period(evict),
             left => left,
@@ -116,7 +116,7 @@ impl Table {
         let Some(first) = self.absent.values().min().copied() else {
             return;
         };
-        let window = Duration::from_millis(self.rt.settings.table.reconnect_window_ms);
+        let window = Duration::from_millis(self.env.settings.reconnect_window_ms);
         let due = match window.saturating_sub(first.elapsed()) {
             Duration::ZERO => Self::retry_period(window),
             left => left,
@@ -134,7 +134,7 @@ impl Table {
         if self.recheck_timer.is_some() || !matches!(self.phase, Phase::Paused(_)) {
             return;
         }
-        let every = Self::lease_check_period(self.rt.ttl());
+        let every = Self::lease_check_period(self.env.ttl());
         self.recheck_timer = Some(ctx.run_later(every, |act, ctx| {
             act.recheck_timer = None;
             act.check_lease(ctx);

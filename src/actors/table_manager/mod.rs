@@ -20,7 +20,7 @@ pub use messages::{
     MoveOut, Recover, RenewReport,
 };
 
-use super::table::{CheckLease, Freeze, Owner, Refence, RefenceOutcome, Table};
+use super::table::{CheckLease, Freeze, Owner, Refence, RefenceOutcome, Table, TableEnv};
 use crate::instruments;
 use crate::lease::{HeldLease, LeaseClock, LeaseError};
 use crate::runtime::Runtime;
@@ -365,7 +365,7 @@ impl TableManager {
         };
         let (id, fence, game) = (p.table.clone(), p.fence, p.game);
         let addr = Table::start_in_arbiter(arbiter, move |_| {
-            Table::new(id, fence, rt, clock, owner, game)
+            Table::new(id, fence, TableEnv::of(&rt), clock, owner, game)
         });
         info!(event = "lease_acquired", table_id = %p.table, fence = p.fence.0, "hosting table");
         self.hosted.insert(

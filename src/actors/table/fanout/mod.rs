@@ -332,7 +332,7 @@ impl Table {
                 },
             };
             let clock = matches!(ev.kind, EventKind::Turn { .. }).then(|| {
-                let timeout = self.rt.action_timeout();
+                let timeout = self.env.action_timeout();
                 let clock = TurnClock {
                     deadline_ms: chrono::Utc::now()
                         .timestamp_millis()
@@ -364,7 +364,7 @@ impl Table {
                 table: &self.id,
                 state: self.phase.state(),
                 fence: self.fence,
-                owner: self.rt.instance_id(),
+                owner: self.env.instance_id(),
                 game_kind: crate::games::holdem::KIND,
                 config: self.game.config(),
                 action_deadline_ms: self.action_deadline_ms,
