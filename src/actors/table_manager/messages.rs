@@ -83,9 +83,13 @@ impl Handler<TableStopped> for TableManager {
             Some(h) if h.fence <= msg.fence => {}
             _ => return,
         }
-        if let Some(h) = self.hosted.remove(&msg.table) {
-            h.clock.revoke();
-        }
+        let reasserting = match self.hosted.remove(&msg.table) {
+            Some(h) => {
+                h.clock.revoke();
+                h.reasserting
+            }
+            None => false,
+        };
         self.update_gauge();
         let cooldown = self.rt.settings.table.auto_recover_after_ms;
         let recoverable = matches!(
@@ -120,6 +124,15 @@ impl Handler<TableStopped> for TableManager {
             None => {
                 // Compare-and-delete: harmless if the lease is already gone.
                 let rt = self.rt.clone();
+                if reasserting && !movers.is_empty() {
+                    // A re-assert in flight may have taken the lease above
+                    // this fence: the move is answered once it hands that
+                    // back (see `reassert`).
+                    self.moved_mid_reassert
+                        .insert(lease.table.clone(), (movers, moved));
+                    actix::spawn(async move { release(&rt, &lease.table, lease.fence).await });
+                    return;
+                }
                 actix::spawn(async move {
                     release(&rt, &lease.table, lease.fence).await;
                     for m in movers {

@@ -39,6 +39,12 @@ struct Hosted {
 
 type Waiter = oneshot::Sender<Result<Addr<Table>, HostError>>;
 
+/// The callers of a move, and what they are to be told.
+type Mover = (
+    Vec<oneshot::Sender<Result<(), HostError>>>,
+    Result<(), HostError>,
+);
+
 /// At most this many acquisitions under way when a scan starts more.
 const SCAN_ACQUIRES: usize = 64;
 /// How soon a scan looks again when a table it could take was still
@@ -71,6 +77,10 @@ pub struct TableManager {
     /// Tables being moved to another instance, and who waits for their
     /// lease to be released.
     moving: HashMap<TableId, Vec<oneshot::Sender<Result<(), HostError>>>>,
+    /// Moves of tables that stopped while their lease was being taken
+    /// again: they are answered once the re-assert has handed back what it
+    /// took, so the target never finds this instance's lease still held.
+    moved_mid_reassert: HashMap<TableId, Mover>,
 }
 
 #[derive(Default)]
@@ -99,6 +109,7 @@ impl TableManager {
             scanning: false,
             drain: None,
             moving: HashMap::new(),
+            moved_mid_reassert: HashMap::new(),
             scan_backlog: false,
             own_earlier_left: true,
         }
@@ -332,10 +343,18 @@ impl TableManager {
                             reason: FreezeReason::LeaseLost,
                         });
                     }
-                    if let Some((new, _)) = taken {
-                        let rt = act.rt.clone();
-                        actix::spawn(async move { release(&rt, &table, new).await });
-                    }
+                    let movers = act.moved_mid_reassert.remove(&table);
+                    let rt = act.rt.clone();
+                    actix::spawn(async move {
+                        if let Some((new, _)) = taken {
+                            release(&rt, &table, new).await;
+                        }
+                        if let Some((movers, moved)) = movers {
+                            for m in movers {
+                                let _ = m.send(moved.clone());
+                            }
+                        }
+                    });
                 }
             }
         }));
