@@ -14,7 +14,7 @@ COPY crates/pitboss-bots/Cargo.toml crates/pitboss-bots/
 COPY scripts/docker-stub-targets.sh /usr/local/bin/docker-stub-targets
 RUN set -eux; \
     sh /usr/local/bin/docker-stub-targets Cargo.toml crates/pitboss-bots/Cargo.toml; \
-    cargo build --profile dist --locked -p pitboss; \
+    cargo build --profile dist --locked -p pitboss --bin pitboss; \
     rm -rf src
 
 COPY src ./src
@@ -25,7 +25,7 @@ COPY static ./static
 # mtime makes cargo rebuild the crate instead of shipping the placeholder.
 RUN set -eux; \
     find src -name '*.rs' -exec touch {} +; \
-    cargo build --profile dist --locked -p pitboss; \
+    cargo build --profile dist --locked -p pitboss --bin pitboss; \
     cp target/dist/pitboss /usr/local/bin/pitboss
 
 # ---- run ---------------------------------------------------------------------

@@ -16,6 +16,8 @@
 
 pub mod actors;
 pub mod auth;
+pub mod chips;
+pub mod cli;
 pub mod config;
 pub mod game;
 pub mod games;

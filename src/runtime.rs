@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
 
+use crate::actors::table::Games;
 use crate::auth::TokenSigner;
 use crate::config::Settings;
 use crate::lease::{LeaseClient, LeaseClock, Registration};
@@ -28,6 +29,8 @@ pub struct Runtime {
     pub liveness: Arc<LeaseClock>,
     /// The other instances of this environment.
     pub peers: PeerDirectory,
+    /// The games this process hosts.
+    pub games: Games,
     draining: Arc<AtomicBool>,
     /// Flips to true when a drain starts; idle sessions close on it.
     shutdown: watch::Sender<bool>,
@@ -53,9 +56,16 @@ impl Runtime {
             registration,
             liveness,
             peers,
+            games: Games::default(),
             draining: Arc::new(AtomicBool::new(false)),
             shutdown: watch::channel(false).0,
         }
+    }
+
+    /// The games this process hosts (none until they are given).
+    pub fn with_games(mut self, games: Games) -> Runtime {
+        self.games = games;
+        self
     }
 
     pub fn instance_id(&self) -> &str {

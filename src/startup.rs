@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::actors::heartbeat::{now_ms, Heartbeat};
+use crate::actors::table::Games;
 use crate::actors::table_manager::TableManager;
 use crate::auth::TokenSigner;
 use crate::config::Settings;
@@ -331,7 +332,7 @@ impl Application {
     /// Everything that can fail (the port, Postgres, Redis) is acquired
     /// before any actor or arbiter starts, so a failed start has nothing to
     /// stop.
-    pub async fn build(settings: Settings) -> anyhow::Result<Application> {
+    pub async fn build(settings: Settings, games: Games) -> anyhow::Result<Application> {
         let metrics = install_metrics().context("metrics recorder")?;
         let listeners = bind(&settings.http.host, settings.http.port)?;
         let addr = listeners
@@ -421,15 +422,18 @@ impl Application {
         let arbiters = (0..settings.table.arbiters)
             .map(|_| Arbiter::new().handle())
             .collect();
-        let rt = Arc::new(Runtime::new(
-            settings,
-            store,
-            lease,
-            signer,
-            metrics,
-            registration,
-            liveness,
-        ));
+        let rt = Arc::new(
+            Runtime::new(
+                settings,
+                store,
+                lease,
+                signer,
+                metrics,
+                registration,
+                liveness,
+            )
+            .with_games(games),
+        );
         let manager = TableManager::new(rt.clone(), arbiters).start();
         let last_renew_ok_ms = Arc::new(AtomicU64::new(now_ms()));
         Heartbeat::new(rt.clone(), manager.clone(), last_renew_ok_ms.clone()).start();

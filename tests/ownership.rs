@@ -394,7 +394,7 @@ async fn a_beat_that_lands_after_the_process_said_it_was_gone_does_not_bring_it_
         .with_owner_timeout(Duration::from_secs(60));
     let t = TableId::generate();
     store
-        .create_table("test", &t, GameKind::Holdem, &common::rules_config())
+        .create_table("test", &t, GameKind::HOLDEM, &common::rules_config())
         .await
         .expect("create");
     store

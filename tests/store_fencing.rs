@@ -16,7 +16,7 @@ use pitboss::types::{Fence, FreezeReason, StateReason, TableState};
 
 use common::store::{
     assert_conserved, balance, fresh_store, is_stale, ledger, out, seat, seated_table, snapshot,
-    stamped_table, summary, LedgerRow,
+    stamped_table, summary, LedgerRow, WriteHand,
 };
 
 // ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ use pitboss::types::Fence;
 
 use common::store::{
     assert_conserved, balance, fresh_store, is_stale, ledger, out, seat, seated_table, snapshot,
-    stamped_table, summary,
+    stamped_table, summary, WriteHand,
 };
 
 // ---------------------------------------------------------------------------
@@ -253,7 +253,7 @@ async fn write_hand_moves_stacks_writes_one_ledger_row_per_nonzero_delta_and_adv
     );
     let row = store.table(&t).await.unwrap().expect("table row");
     assert_eq!(row.hand_no, 1);
-    assert_eq!(row.button, Some(2));
+    assert_eq!(row.game_state, serde_json::json!({"button": 2}));
     let after = snapshot(&store, &t).await;
     assert_eq!(after.wallets, wallets_before, "a hand never moves wallets");
     assert_eq!(after.hands, vec![(1, 1, "inst-a".to_string())]);

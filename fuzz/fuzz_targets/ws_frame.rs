@@ -4,13 +4,13 @@
 //! never from the frame), at a table between hands and at one in the middle
 //! of a hand, for the player to act, a seated player waiting, and a watcher.
 //!
-//! The properties are `pitboss::protocol::checks::check_text`, the ones the
+//! The properties are `pitboss::games::holdem::frames::check_text`, the ones the
 //! client-frame property tests assert too.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pitboss::protocol::checks;
+use pitboss::games::holdem::frames as checks;
 
 fuzz_target!(|data: &[u8]| {
     // The session closes a text frame that is not UTF-8 (1007) before any

@@ -6,7 +6,7 @@
 pub mod cards;
 #[doc(hidden)]
 pub mod checks;
-pub mod chips;
+pub use crate::chips;
 pub mod engine;
 mod error;
 pub mod eval;

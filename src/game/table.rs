@@ -5,25 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::chips::Chips;
 use super::error::RuleError;
 
-/// Seat number, `0..config.seats`. Clockwise is increasing seat number,
-/// wrapping from the last seat to seat 0.
-pub type SeatNo = u8;
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct PlayerId(pub String);
-
-impl std::fmt::Display for PlayerId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<&str> for PlayerId {
-    fn from(s: &str) -> PlayerId {
-        PlayerId(s.to_string())
-    }
-}
+pub use crate::chips::{PlayerId, SeatNo};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableConfig {

@@ -10,51 +10,76 @@
 //! [`GameKind`] is what a table stores and what clients see as
 //! `game_kind`; [`Game`] is the contract between a game and the runtime.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::game::{Chips, SeatNo};
+use crate::chips::{Chips, PlayerId, SeatNo};
 use crate::types::ErrorCode;
 
+pub mod check;
+pub mod fields;
 pub mod holdem;
 
-#[cfg(test)]
-mod nim;
+/// The games this build hosts.
+pub fn registry() -> crate::actors::table::Games {
+    crate::actors::table::Games::default().with::<holdem::Holdem>()
+}
+
 #[cfg(test)]
 mod tests;
 
 /// The game a table plays, chosen at creation (`"game"`) and stored with
-/// the table.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GameKind {
-    /// No-limit Texas hold'em: the default, so every body without `"game"`
-    /// creates what it always did.
-    #[default]
-    Holdem,
-}
+/// the table: the name of a [`Game`] ([`Game::KIND`]). Which kinds a
+/// process hosts is its registry's to say ([`crate::actors::table::Games`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GameKind(Cow<'static, str>);
 
 impl GameKind {
-    /// Every game this build hosts.
-    pub const ALL: [GameKind; 1] = [GameKind::Holdem];
+    /// No-limit Texas hold'em: the default, so every body without `"game"`
+    /// creates what it always did.
+    pub const HOLDEM: GameKind = GameKind::named("holdem");
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GameKind::Holdem => "holdem",
-        }
+    /// A kind by its name, for a game's [`Game::KIND`].
+    pub const fn named(name: &'static str) -> GameKind {
+        GameKind(Cow::Borrowed(name))
     }
 
-    /// The kind a table names, or `None` for a game this build does not
-    /// host.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// A kind as a table stores it or a body names it: 1 to 32 lowercase
+    /// ASCII letters, digits and underscores, else `None`. Whether a
+    /// process hosts it is another question.
     pub fn parse(raw: &str) -> Option<GameKind> {
-        GameKind::ALL.into_iter().find(|k| k.as_str() == raw)
+        let shaped = (1..=32).contains(&raw.len())
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        shaped.then(|| GameKind(Cow::Owned(raw.to_string())))
     }
+}
 
-    /// `holdem, chess`: the names a refusal lists.
-    pub fn names() -> String {
-        GameKind::ALL.map(GameKind::as_str).join(", ")
+impl Default for GameKind {
+    fn default() -> GameKind {
+        GameKind::HOLDEM
+    }
+}
+
+impl Serialize for GameKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for GameKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<GameKind, D::Error> {
+        let raw = String::deserialize(d)?;
+        GameKind::parse(&raw)
+            .ok_or_else(|| serde::de::Error::custom(format!("{raw:?} is not a game's name")))
     }
 }
 
@@ -107,6 +132,16 @@ pub struct Decision<L> {
     pub legal: L,
 }
 
+/// One seat's part in a settled boundary: its player, the stack it began
+/// the boundary with (what Postgres holds) and the stack it ends with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeatResult {
+    pub seat: SeatNo,
+    pub player: PlayerId,
+    pub start: Chips,
+    pub end: Chips,
+}
+
 /// The chips each seat holds once a boundary (a hand's end, a game's end)
 /// is settled: the runtime writes them under the table's fence and checks
 /// that they add up to what the seats held before, so a game can move chips
@@ -115,9 +150,44 @@ pub struct Decision<L> {
 pub struct Settlement<R> {
     /// The boundary's number (a hand's, a game's), increasing per table.
     pub number: u64,
-    pub stacks: Vec<(SeatNo, Chips)>,
+    pub seats: Vec<SeatResult>,
     /// The game's own record of the boundary, stored as JSON beside it.
     pub result: R,
+}
+
+impl<R> Settlement<R> {
+    /// Each seat's stack once settled.
+    pub fn stacks(&self) -> Vec<(SeatNo, Chips)> {
+        self.seats.iter().map(|s| (s.seat, s.end)).collect()
+    }
+}
+
+/// A seated player as the runtime sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Occupant {
+    pub seat: SeatNo,
+    pub player: PlayerId,
+    pub stack: Chips,
+}
+
+/// What an event means to the runtime, besides being told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role<'a> {
+    /// Nothing the runtime acts on.
+    Plain,
+    /// It announces the open decision: the runtime arms the action clock
+    /// and adds the clock's deadline to its frame.
+    Decision,
+    /// The first event of a boundary's result: it and every event after it
+    /// in the same batch are held back until Postgres has recorded the
+    /// settlement (I9).
+    Result,
+    /// The seat is vacated with this stack: the runtime pays it out.
+    Left {
+        seat: SeatNo,
+        player: &'a PlayerId,
+        stack: Chips,
+    },
 }
 
 /// The contract between a game and the runtime.
@@ -126,7 +196,9 @@ pub struct Settlement<R> {
 /// and random bytes give the same events and the same next state, so a
 /// table can be rebuilt by replaying its commands. On a refusal the state is
 /// unchanged.
-pub trait Game: Clone + Send + Sized + 'static {
+pub trait Game: Clone + Send + Unpin + Sized + 'static {
+    /// The name a table stores and clients see as `game_kind`.
+    const KIND: GameKind;
     /// Validated when the table is created and stored with it.
     type Config: Clone + Serialize + serde::de::DeserializeOwned + Send;
     /// What a seat may send, parsed from an `act` frame's game fields.
@@ -153,6 +225,20 @@ pub trait Game: Clone + Send + Sized + 'static {
     /// A fresh game for a validated config.
     fn new(config: Self::Config) -> Result<Self, Refusal>;
 
+    /// The game rebuilt at its last recorded boundary: boundary `number`
+    /// settled, `state` as [`Game::boundary_state`] gave it then (`Null`
+    /// for a table that never reached one), the seats as Postgres holds
+    /// them.
+    fn resume(
+        config: Self::Config,
+        number: u64,
+        state: &Value,
+        seats: Vec<Occupant>,
+    ) -> Result<Self, Refusal>;
+
+    /// The config this game plays under: a snapshot's `state.config`.
+    fn settings(&self) -> &Self::Config;
+
     /// The command of an `act` frame (its fields besides `type`, `table`
     /// and `decision`).
     fn command(fields: &Map<String, Value>) -> Result<Self::Command, Refusal>;
@@ -176,16 +262,46 @@ pub trait Game: Clone + Send + Sized + 'static {
         stack: Chips,
     ) -> Result<Vec<Told<Self::Event>>, Refusal>;
 
-    /// The player in `seat` goes; the runtime pays out the stack the
-    /// settlement leaves it.
+    /// The player in `seat` goes. A seat that takes part in the boundary in
+    /// progress ([`Game::takes_part`]) may be vacated by that boundary's
+    /// result (a [`Role::Left`] event after its settlement); any other is
+    /// vacated at once, once the runtime has paid out its stack.
     fn leave(&mut self, seat: SeatNo) -> Result<Vec<Told<Self::Event>>, Refusal>;
 
     /// Starts the next hand or game if the seats allow one (`None` if they
     /// do not); its randomness comes only from `rng`.
     fn start(&mut self, rng: &mut dyn rand::RngCore) -> Option<Vec<Told<Self::Event>>>;
 
+    /// Whether [`Game::start`] would start one now.
+    fn can_start(&self) -> bool;
+
+    /// Abandons the boundary in progress (a shutdown with no time left):
+    /// every stack goes back to what it was at the last boundary, which is
+    /// what Postgres holds. `None` when nothing is in progress.
+    fn void(&mut self) -> Option<Vec<Told<Self::Event>>>;
+
+    /// What the players are told when a settlement could not be recorded:
+    /// the boundary is void, every stack as it was before it.
+    fn unrecorded(settlement: &Settlement<Self::Result>) -> Told<Self::Event>;
+
+    /// The number of the boundary in progress (or of the last one).
+    fn number(&self) -> u64;
+
+    /// Whether a boundary is in progress.
+    fn in_progress(&self) -> bool;
+
+    /// Whether `seat` takes part in the boundary in progress.
+    fn takes_part(&self, seat: SeatNo) -> bool;
+
+    /// The seated players and their stacks.
+    fn occupants(&self) -> Vec<Occupant>;
+
     /// The open decision, if any.
     fn decision(&self) -> Option<Decision<Self::Legal>>;
+
+    /// The event that announces the open decision, told again when the
+    /// decision starts over after a pause.
+    fn announce(&self) -> Option<Told<Self::Event>>;
 
     /// What the action clock does for the seat of the open decision when it
     /// runs out; `None` when nothing is open.
@@ -195,6 +311,30 @@ pub trait Game: Clone + Send + Sized + 'static {
     /// and it is not yet taken; taking it moves the game past it.
     fn take_settlement(&mut self) -> Option<Settlement<Self::Result>>;
 
+    /// What the game keeps across boundaries besides seats and stacks
+    /// (hold'em's button), recorded with each settlement and handed back
+    /// to [`Game::resume`].
+    fn boundary_state(&self) -> Value;
+
+    /// What an event means to the runtime.
+    fn role(event: &Self::Event) -> Role<'_>;
+
     /// What `seat` may see (`None`: a watcher).
     fn view(&self, seat: Option<SeatNo>) -> Self::View;
+
+    /// The seat `player` holds.
+    fn seat_of(&self, player: &PlayerId) -> Option<SeatNo> {
+        self.occupants()
+            .into_iter()
+            .find(|o| o.player == *player)
+            .map(|o| o.seat)
+    }
+
+    /// Who holds `seat`.
+    fn player_at(&self, seat: SeatNo) -> Option<PlayerId> {
+        self.occupants()
+            .into_iter()
+            .find(|o| o.seat == seat)
+            .map(|o| o.player)
+    }
 }

@@ -8,14 +8,14 @@ use secrecy::ExposeSecret;
 use serde_json::{json, Map, Value};
 
 use super::{ApiError, AppState};
+use crate::actors::table::Games;
 use crate::actors::table_manager::{
     Dispose, FencesSeen, HostError, IsHosted, LoadOrCreate, Recover,
 };
 use crate::auth::{expires_at, now_unix};
-use crate::game::{Chips, TableConfig};
-use crate::games::holdem::Holdem;
-use crate::games::{Game, GameKind};
-use crate::protocol::client::chips_field;
+use crate::chips::Chips;
+use crate::games::GameKind;
+use crate::games::fields::chips_field;
 use crate::protocol::ClientError;
 use crate::store::{StoreError, TableRow};
 use crate::types::{valid_player_name, FreezeReason, TableId, TableState};
@@ -191,53 +191,49 @@ fn bad_request(e: ClientError) -> ApiError {
 
 /// The body of `POST /admin/tables`: the game (`"game"`, hold'em when
 /// absent) and a config that game accepts, with every amount within what
-/// Postgres stores.
-pub fn table_spec(body: &[u8]) -> Result<(GameKind, TableConfig), ApiError> {
+/// Postgres stores; a field the game does not know is refused, listing
+/// `game` and the game's fields.
+pub fn table_spec(games: &Games, body: &[u8]) -> Result<(GameKind, Value), ApiError> {
     let mut obj = json_object(body)?;
+    let unknown = |shown: &str| {
+        ApiError::bad_request(
+            "bad_field",
+            &format!(
+                "game {shown} is not one this server hosts; expected one of {}",
+                games.names()
+            ),
+        )
+    };
     let kind = match obj.remove("game") {
-        None | Some(Value::Null) => GameKind::Holdem,
-        Some(Value::String(name)) => GameKind::parse(&name).ok_or_else(|| {
-            ApiError::bad_request(
-                "bad_field",
-                &format!(
-                    "game {name:?} is not one this server hosts; expected one of {}",
-                    GameKind::names()
-                ),
-            )
-        })?,
+        None | Some(Value::Null) => GameKind::HOLDEM,
+        Some(Value::String(name)) => GameKind::parse(&name)
+            .filter(|k| games.hosts(k))
+            .ok_or_else(|| unknown(&format!("{name:?}")))?,
         Some(_) => {
             return Err(ApiError::bad_request(
                 "bad_field",
-                &format!("game must be a string: one of {}", GameKind::names()),
+                &format!("game must be a string: one of {}", games.names()),
             ))
         }
     };
-    let config = match kind {
-        GameKind::Holdem => game_config::<Holdem>(&obj)?,
-    };
-    Ok((kind, config))
-}
-
-/// `G`'s config from the body's other fields; a field `G` does not know is
-/// refused, listing `game` and `G`'s fields.
-fn game_config<G: Game>(obj: &Map<String, Value>) -> Result<G::Config, ApiError> {
+    let fields = games
+        .config_fields(&kind)
+        .ok_or_else(|| unknown(&format!("{:?}", kind.as_str())))?;
     let known: Vec<&str> = std::iter::once("game")
-        .chain(G::CONFIG_FIELDS.iter().copied())
+        .chain(fields.iter().copied())
         .collect();
-    only_fields(obj, &known)?;
-    G::config(obj).map_err(|e| ApiError::bad_request(e.code.as_str(), &e.message))
+    only_fields(&obj, &known)?;
+    let config = games
+        .configure(&kind, &obj)
+        .map_err(|e| ApiError::bad_request(e.code.as_str(), &e.message))?;
+    Ok((kind, config))
 }
 
 /// A required chip amount: 1 to 2^63−1.
 fn chips(obj: &Map<String, Value>, name: &str) -> Result<Chips, ApiError> {
     chips_field(obj, name)
-        .map_err(bad_request)?
+        .map_err(|e| bad_request(e.into()))?
         .ok_or_else(|| ApiError::bad_request("bad_field", &format!("{name} is required")))
-}
-
-/// The hold'em config of a `POST /admin/tables` body (see [`table_spec`]).
-pub fn table_config(body: &[u8]) -> Result<TableConfig, ApiError> {
-    table_spec(body).map(|(_, config)| config)
 }
 
 async fn create_table(
@@ -245,7 +241,7 @@ async fn create_table(
     state: web::Data<AppState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let (kind, config) = table_spec(&body)?;
+    let (kind, config) = table_spec(&state.rt.games, &body)?;
     if state.rt.is_draining() {
         return Err(ApiError::draining());
     }

@@ -13,9 +13,11 @@
 
 use serde_json::Value;
 
-use super::admin::{freeze_body, grant_body, player_name, table_config, table_id};
+use super::admin::{freeze_body, grant_body, player_name, table_id, table_spec};
 use super::moves::move_body;
 use super::ApiError;
+use crate::game::TableConfig;
+use crate::games::GameKind;
 use crate::types::valid_player_name;
 
 /// The largest amount the admin API takes: what Postgres holds.
@@ -128,4 +130,18 @@ fn check_refusal(e: &ApiError, body: &[u8]) {
     } else {
         assert_eq!(e.code, "bad_json", "not an object, yet {e}");
     }
+}
+
+/// The hold'em config of a `POST /admin/tables` body, as a server that
+/// hosts the games of this build reads it (see [`table_spec`]).
+pub fn table_config(body: &[u8]) -> Result<TableConfig, ApiError> {
+    let (kind, config) = table_spec(&crate::games::registry(), body)?;
+    if kind != GameKind::HOLDEM {
+        return Err(ApiError::bad_request(
+            "bad_field",
+            &format!("game {kind} is not hold'em"),
+        ));
+    }
+    serde_json::from_value(config)
+        .map_err(|e| ApiError::bad_request("bad_field", &format!("not a hold'em config: {e}")))
 }

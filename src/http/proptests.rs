@@ -6,8 +6,8 @@
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::admin::{freeze_body, grant_body, table_config};
-use super::checks::{self, MAX_AMOUNT};
+use super::admin::{freeze_body, grant_body};
+use super::checks::{self, table_config, MAX_AMOUNT};
 use super::moves::move_body;
 use crate::game::{Chips, TableConfig};
 

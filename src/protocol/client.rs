@@ -4,8 +4,8 @@
 use serde_json::{Map, Value};
 
 use super::ClientError;
-use crate::game::{Action, Chips, SeatNo};
-use crate::games::holdem;
+use crate::chips::{Chips, SeatNo};
+use crate::games::fields;
 use crate::types::{ErrorCode, TableId};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -19,11 +19,13 @@ pub enum ClientFrame {
         seat: SeatNo,
         buy_in: Chips,
     },
+    /// An answer to the open decision: the runtime's envelope (`table`,
+    /// `decision`) and the frame's other fields, which the table's game
+    /// parses into its command.
     Act {
         table: TableId,
-        hand: u64,
         decision: u64,
-        action: Action,
+        fields: Map<String, Value>,
     },
     Leave {
         table: TableId,
@@ -44,11 +46,7 @@ impl ClientFrame {
 }
 
 pub(crate) fn bad_field(message: impl Into<String>) -> ClientError {
-    ClientError::new(ErrorCode::BadField, message)
-}
-
-pub(crate) fn bad_amount(message: impl Into<String>) -> ClientError {
-    ClientError::new(ErrorCode::BadAmount, message)
+    fields::bad_field(message).into()
 }
 
 fn table_field(obj: &Map<String, Value>) -> Result<TableId, ClientError> {
@@ -60,36 +58,15 @@ fn table_field(obj: &Map<String, Value>) -> Result<TableId, ClientError> {
     }
 }
 
-pub(crate) fn u64_field(obj: &Map<String, Value>, name: &str) -> Result<Option<u64>, ClientError> {
-    match obj.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| bad_field(format!("{name} must be a whole number >= 0"))),
-        Some(_) => Err(bad_field(format!("{name} must be a number"))),
-    }
+fn u64_field(obj: &Map<String, Value>, name: &str) -> Result<Option<u64>, ClientError> {
+    Ok(fields::u64_field(obj, name)?)
 }
 
 /// Chip amounts get `bad_amount` rather than `bad_field` when they are
 /// numbers of the wrong kind (negative, fractional, too large, zero). The
-/// admin API parses its amounts with the same rules.
-pub(crate) fn chips_field(
-    obj: &Map<String, Value>,
-    name: &str,
-) -> Result<Option<Chips>, ClientError> {
-    match obj.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => match n.as_u64() {
-            Some(0) => Err(bad_amount(format!("{name} must be above 0"))),
-            Some(v) if v <= i64::MAX as u64 => Ok(Some(Chips(v))),
-            _ => Err(bad_amount(format!(
-                "{name} must be a whole number of chips from 1 to {}",
-                i64::MAX
-            ))),
-        },
-        Some(_) => Err(bad_field(format!("{name} must be a number"))),
-    }
+/// admin API and every game parse amounts with the same rules.
+fn chips_field(obj: &Map<String, Value>, name: &str) -> Result<Option<Chips>, ClientError> {
+    Ok(fields::chips_field(obj, name)?)
 }
 
 pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
@@ -101,6 +78,9 @@ pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
             "a frame must be a JSON object",
         ));
     };
+    if matches!(obj.get("type"), Some(Value::String(s)) if s == "act") {
+        return act(obj);
+    }
     let kind = match obj.get("type") {
         Some(Value::String(s)) => s.as_str(),
         Some(_) => return Err(bad_field("type must be a string")),
@@ -124,20 +104,6 @@ pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
                 buy_in,
             })
         }
-        "act" => {
-            let table = table_field(&obj)?;
-            let hand = holdem::hand_field(&obj)?;
-            let decision = u64_field(&obj, "decision")?.ok_or_else(|| {
-                bad_field("decision is required: the number of the turn this action answers")
-            })?;
-            let action = holdem::action_field(&obj)?;
-            Ok(ClientFrame::Act {
-                table,
-                hand,
-                decision,
-                action,
-            })
-        }
         "leave" => Ok(ClientFrame::Leave {
             table: table_field(&obj)?,
         }),
@@ -148,12 +114,39 @@ pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
     }
 }
 
+/// An `act`: the envelope checked here, the rest for the table's game.
+fn act(mut obj: Map<String, Value>) -> Result<ClientFrame, ClientError> {
+    let table = table_field(&obj)?;
+    let decision = u64_field(&obj, "decision")?.ok_or_else(|| {
+        bad_field("decision is required: the number of the turn this action answers")
+    })?;
+    for envelope in ["type", "table", "decision"] {
+        obj.remove(envelope);
+    }
+    Ok(ClientFrame::Act {
+        table,
+        decision,
+        fields: obj,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::game::Action;
+    use crate::games::holdem::{Holdem, HoldemCommand};
+    use crate::games::Game;
 
+    /// The code a frame is refused with, by the envelope or, for an `act`,
+    /// by hold'em's reading of its fields.
     fn code(text: &str) -> &'static str {
-        parse(text).err().map_or("ok", |e| e.code.as_str())
+        let parsed = parse(text).and_then(|frame| match frame {
+            ClientFrame::Act { fields, .. } => Holdem::command(&fields)
+                .map(|_| ())
+                .map_err(ClientError::from),
+            _ => Ok(()),
+        });
+        parsed.err().map_or("ok", |e| e.code.as_str())
     }
 
     #[test]
@@ -223,14 +216,22 @@ mod tests {
 
     #[test]
     fn well_formed_frames_parse() {
+        let act = parse(
+            r#"{"type":"act","table":"t1","hand":3,"decision":2,"action":"raise","amount":8}"#,
+        );
+        let Ok(ClientFrame::Act {
+            table,
+            decision,
+            fields,
+        }) = act
+        else {
+            panic!("not an act: {act:?}");
+        };
+        assert_eq!((table.as_str(), decision), ("t1", 2));
         assert_eq!(
-            parse(
-                r#"{"type":"act","table":"t1","hand":3,"decision":2,"action":"raise","amount":8}"#
-            ),
-            Ok(ClientFrame::Act {
-                table: TableId::parse("t1").expect("id"),
+            Holdem::command(&fields),
+            Ok(HoldemCommand::Act {
                 hand: 3,
-                decision: 2,
                 action: Action::Raise(Chips(8))
             })
         );

@@ -3,8 +3,6 @@
 //! error every refused frame or command gets. Tables produce these frames;
 //! the WebSocket session only carries them.
 
-#[doc(hidden)]
-pub mod checks;
 pub mod client;
 pub mod server;
 
@@ -12,9 +10,8 @@ pub mod server;
 mod proptests;
 
 pub use client::{parse, ClientFrame};
-pub use server::{ServerFrame, SnapshotState, TurnClock};
+pub use server::{EventFrame, ServerFrame, SnapshotFrame, SnapshotState, TurnClock};
 
-use crate::game::RuleError;
 pub use crate::types::ErrorCode;
 use crate::types::TableId;
 
@@ -57,8 +54,8 @@ impl ClientError {
     }
 }
 
-impl From<RuleError> for ClientError {
-    fn from(e: RuleError) -> ClientError {
-        ClientError::new(e.code(), e.to_string())
+impl From<crate::games::Refusal> for ClientError {
+    fn from(e: crate::games::Refusal) -> ClientError {
+        ClientError::new(e.code, e.message)
     }
 }

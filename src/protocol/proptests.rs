@@ -7,9 +7,11 @@
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::checks::{self, MAX_AMOUNT};
 use super::*;
 use crate::game::{Action, Chips, SeatNo};
+use crate::games::holdem::frames::{self as checks, MAX_AMOUNT};
+use crate::games::holdem::{Holdem, HoldemCommand};
+use crate::games::Game;
 use crate::types::TableId;
 
 /// One field's value as JSON text: the right kind, the wrong kind, and the
@@ -95,10 +97,33 @@ fn action() -> impl Strategy<Value = Action> {
 }
 
 /// A frame the protocol accepts, with what it must parse to.
-fn well_formed() -> impl Strategy<Value = (Value, ClientFrame)> {
+/// What a parsed frame says: an act's game fields as hold'em reads them
+/// (the frame then without its fields, which carry whatever rides along).
+type Meaning = (ClientFrame, Option<HoldemCommand>);
+
+fn meaning(parsed: Result<ClientFrame, ClientError>) -> Result<Meaning, ClientError> {
+    match parsed? {
+        ClientFrame::Act {
+            table,
+            decision,
+            fields,
+        } => {
+            let command = Holdem::command(&fields).map_err(ClientError::from)?;
+            let frame = ClientFrame::Act {
+                table,
+                decision,
+                fields: Map::new(),
+            };
+            Ok((frame, Some(command)))
+        }
+        other => Ok((other, None)),
+    }
+}
+
+fn well_formed() -> impl Strategy<Value = (Value, Meaning)> {
     let id = |s: &str| TableId::parse(s).unwrap_or_else(|| panic!("{s:?} is a table id"));
     prop_oneof![
-        Just((json!({"type": "ping"}), ClientFrame::Ping)),
+        Just((json!({"type": "ping"}), (ClientFrame::Ping, None))),
         (table_id(), proptest::option::of(any::<u64>())).prop_map(move |(t, since)| {
             let mut v = json!({"type": "join", "table": t});
             if let Some(n) = since {
@@ -106,19 +131,25 @@ fn well_formed() -> impl Strategy<Value = (Value, ClientFrame)> {
             }
             (
                 v,
-                ClientFrame::Join {
-                    table: id(&t),
-                    since,
-                },
+                (
+                    ClientFrame::Join {
+                        table: id(&t),
+                        since,
+                    },
+                    None,
+                ),
             )
         }),
         (table_id(), any::<SeatNo>(), amount()).prop_map(move |(t, seat, buy_in)| (
             json!({"type": "sit", "table": t, "seat": seat, "buy_in": buy_in}),
-            ClientFrame::Sit {
-                table: id(&t),
-                seat,
-                buy_in: Chips(buy_in)
-            }
+            (
+                ClientFrame::Sit {
+                    table: id(&t),
+                    seat,
+                    buy_in: Chips(buy_in)
+                },
+                None
+            )
         )),
         (table_id(), any::<u64>(), any::<u64>(), action()).prop_map(
             move |(t, hand, decision, action)| {
@@ -138,16 +169,15 @@ fn well_formed() -> impl Strategy<Value = (Value, ClientFrame)> {
                 }
                 let frame = ClientFrame::Act {
                     table: id(&t),
-                    hand,
                     decision,
-                    action,
+                    fields: Map::new(),
                 };
-                (v, frame)
+                (v, (frame, Some(HoldemCommand::Act { hand, action })))
             }
         ),
         table_id().prop_map(move |t| (
             json!({"type": "leave", "table": t}),
-            ClientFrame::Leave { table: id(&t) }
+            (ClientFrame::Leave { table: id(&t) }, None)
         )),
     ]
 }
@@ -179,13 +209,14 @@ proptest! {
         (mut value, expected) in well_formed(),
         extra in prop::collection::btree_map("x_[a-z]{1,8}", field_value(), 0..3),
     ) {
-        prop_assert_eq!(parse(&value.to_string()), Ok(expected.clone()));
+        prop_assert_eq!(meaning(parse(&value.to_string())), Ok(expected.clone()));
         let obj: &mut Map<String, Value> = value.as_object_mut().expect("an object");
         for (k, v) in extra {
             obj.insert(k, serde_json::from_str(&v).expect("field values are JSON"));
         }
-        prop_assert_eq!(parse(&value.to_string()), Ok(expected.clone()));
-        checks::check_frame(&expected);
+        let parsed = parse(&value.to_string());
+        prop_assert_eq!(meaning(parsed.clone()), Ok(expected.clone()));
+        checks::check_frame(&parsed.expect("parsed"));
     }
 
     /// Every frame cut short anywhere is `bad_json`, never a half-read frame.

@@ -6,33 +6,83 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::game::{EventKind, GameView, TableConfig};
 use crate::games::GameKind;
 use crate::types::{ErrorCode, Fence, FreezeReason, PauseReason, StateReason, TableId, TableState};
 
-/// A frame is built, serialized and dropped at once, never stored or
-/// moved around, so the snapshot's size costs nothing in the other
-/// variants.
-#[allow(clippy::large_enum_variant)]
+/// One game event, numbered per table: `{"type":"event","table","seq"}`
+/// and the game's event (`kind` and its fields) at the top level. Any
+/// game's events go in the same envelope.
+#[derive(Debug, Serialize)]
+pub struct EventFrame<'a, E> {
+    #[serde(rename = "type")]
+    frame: &'static str,
+    table: &'a TableId,
+    seq: u64,
+    #[serde(flatten)]
+    event: &'a E,
+    /// On the event that announces a decision only.
+    #[serde(flatten)]
+    clock: Option<TurnClock>,
+}
+
+impl<'a, E: Serialize> EventFrame<'a, E> {
+    pub fn new(table: &'a TableId, seq: u64, event: &'a E, clock: Option<TurnClock>) -> Self {
+        EventFrame {
+            frame: "event",
+            table,
+            seq,
+            event,
+            clock,
+        }
+    }
+
+    /// The frame's text, shared between the sessions it goes to.
+    pub fn to_shared(&self) -> Arc<str> {
+        shared(self)
+    }
+}
+
+/// The table as one player may see it: `{"type":"snapshot","table","seq",
+/// "state"}`.
+#[derive(Debug, Serialize)]
+pub struct SnapshotFrame<'a, C, V> {
+    #[serde(rename = "type")]
+    frame: &'static str,
+    table: &'a TableId,
+    seq: u64,
+    state: SnapshotState<'a, C, V>,
+}
+
+impl<'a, C: Serialize, V: Serialize> SnapshotFrame<'a, C, V> {
+    pub fn new(table: &'a TableId, seq: u64, state: SnapshotState<'a, C, V>) -> Self {
+        SnapshotFrame {
+            frame: "snapshot",
+            table,
+            seq,
+            state,
+        }
+    }
+
+    pub fn to_shared(&self) -> Arc<str> {
+        shared(self)
+    }
+}
+
+/// Serializing these types cannot fail: every map key is a string.
+fn shared(frame: &impl Serialize) -> Arc<str> {
+    serde_json::to_string(frame)
+        .unwrap_or_else(|_| {
+            String::from(
+                r#"{"type":"error","code":"internal","message":"a frame could not be written"}"#,
+            )
+        })
+        .into()
+}
+
+/// Frames that are not a game's: notices, errors, pongs.
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerFrame<'a> {
-    /// The table as one player may see it.
-    Snapshot {
-        table: &'a TableId,
-        seq: u64,
-        state: SnapshotState<'a>,
-    },
-    /// One game event, numbered per table.
-    Event {
-        table: &'a TableId,
-        seq: u64,
-        #[serde(flatten)]
-        event: &'a EventKind,
-        /// On `turn` events only.
-        #[serde(flatten)]
-        clock: Option<TurnClock>,
-    },
     /// The table froze; the subscription ends.
     Frozen {
         table: &'a TableId,
@@ -65,18 +115,18 @@ pub enum ServerFrame<'a> {
     Pong,
 }
 
-/// `snapshot.state`.
+/// `snapshot.state`: the runtime's part, then the game's config and view.
 #[derive(Debug, Serialize)]
-pub struct SnapshotState<'a> {
+pub struct SnapshotState<'a, C, V> {
     pub table: &'a TableId,
     pub state: TableState,
     pub fence: Fence,
     pub owner: &'a str,
     /// The game the table plays (`holdem`).
     pub game_kind: GameKind,
-    pub config: &'a TableConfig,
+    pub config: &'a C,
     pub action_deadline_ms: Option<i64>,
-    pub game: GameView,
+    pub game: V,
 }
 
 /// The action clock of a `turn`: when it runs out (Unix millis) and how long
@@ -107,11 +157,15 @@ impl std::fmt::Display for ServerFrame<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::game::{Chips, PlayerId};
+    use crate::game::{Chips, EventKind, PlayerId};
     use serde_json::{json, Value};
 
     fn parsed(frame: ServerFrame<'_>) -> Value {
         serde_json::from_str(&frame.to_string()).expect("valid JSON")
+    }
+
+    fn parsed_event(frame: EventFrame<'_, EventKind>) -> Value {
+        serde_json::from_str(&frame.to_shared()).expect("valid JSON")
     }
 
     #[test]
@@ -122,15 +176,16 @@ mod tests {
             player: PlayerId("alice".into()),
             stack: Chips(200),
         };
-        let v = parsed(ServerFrame::Event {
-            table: &table,
-            seq: 7,
-            event: &event,
-            clock: None,
-        });
+        let v = parsed_event(EventFrame::new(&table, 7, &event, None));
         assert_eq!(
             v,
             json!({"type":"event","table":"t1","seq":7,"kind":"seated","seat":2,"player":"alice","stack":200})
+        );
+        // The keys in the order clients have always read them.
+        let text = EventFrame::new(&table, 7, &event, None).to_shared();
+        assert!(
+            text.starts_with(r#"{"type":"event","table":"t1","seq":7,"kind":"seated""#),
+            "{text}"
         );
     }
 
@@ -142,15 +197,11 @@ mod tests {
             player: PlayerId("bob".into()),
             stack: Chips(1),
         };
-        let v = parsed(ServerFrame::Event {
-            table: &table,
-            seq: 1,
-            event: &event,
-            clock: Some(TurnClock {
-                deadline_ms: 5,
-                timeout_ms: 20_000,
-            }),
-        });
+        let clock = TurnClock {
+            deadline_ms: 5,
+            timeout_ms: 20_000,
+        };
+        let v = parsed_event(EventFrame::new(&table, 1, &event, Some(clock)));
         assert_eq!(v["deadline_ms"], 5);
         assert_eq!(v["timeout_ms"], 20_000);
     }

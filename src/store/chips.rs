@@ -79,25 +79,23 @@ impl Store {
         Ok(seated == 0)
     }
 
-    /// The boundary write at the end of a hand: one transaction that checks
-    /// the fence, records the hand (its primary key makes a second apply
-    /// impossible), moves every stack from its start to its end value, writes
-    /// the ledger, and cashes out players who left during the hand.
-    pub async fn write_hand(
+    /// The boundary write at a hand's or a game's end: one transaction
+    /// that checks the fence, records the boundary (its primary key makes a
+    /// second apply impossible), moves every stack from its start to its
+    /// end value, writes the ledger, keeps the game's state across
+    /// boundaries, and cashes out players who left during it.
+    pub async fn write_boundary(
         &self,
         id: &TableId,
         fence: Fence,
         owner: &str,
-        summary: &HandSummary,
-        button: Option<SeatNo>,
+        boundary: &Boundary,
         outs: &[CashOut],
     ) -> Result<(), StoreError> {
-        let hand_db =
-            i64::try_from(summary.hand).map_err(|_| StoreError::BadAmount("hand number".into()))?;
-        let result =
-            serde_json::to_value(summary).map_err(|e| StoreError::Inconsistent(e.to_string()))?;
+        let hand_db = i64::try_from(boundary.number)
+            .map_err(|_| StoreError::BadAmount("boundary number".into()))?;
         // The seats' columns for the statements below, and their deltas.
-        let n = summary.seats.len();
+        let n = boundary.seats.len();
         let (mut seats, mut players, mut ends, mut starts) = (
             Vec::with_capacity(n),
             Vec::with_capacity(n),
@@ -106,38 +104,39 @@ impl Store {
         );
         let (mut moved, mut deltas) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut net: i128 = 0;
-        for s in &summary.seats {
+        for s in &boundary.seats {
             seats.push(i16::from(s.seat));
             players.push(s.player.0.as_str());
-            ends.push(db_chips(s.end_stack)?);
-            starts.push(db_chips(s.start_stack)?);
-            let d = delta(s.start_stack, s.end_stack)?;
+            ends.push(db_chips(s.end)?);
+            starts.push(db_chips(s.start)?);
+            let d = delta(s.start, s.end)?;
             net += i128::from(d);
             if d != 0 {
                 moved.push(s.player.0.as_str());
                 deltas.push(d);
             }
         }
-        // Chips move between seats only: a summary that creates or destroys
-        // chips is refused before it can touch a wallet or a stack (I3).
+        // Chips move between seats only: a settlement that creates or
+        // destroys chips is refused before it can touch a wallet or a stack
+        // (I3).
         if net != 0 {
             return Err(StoreError::Inconsistent(format!(
-                "hand {} does not conserve chips: stacks change by {net}",
-                summary.hand
+                "boundary {} does not conserve chips: stacks change by {net}",
+                boundary.number
             )));
         }
         let mut tx = self.pool.begin().await?;
         lock_fenced(&mut tx, id, fence).await?;
-        sqlx::query("INSERT INTO hands (table_id, hand_no, fence, owner, result) VALUES ($1, $2, $3, $4, $5)")
+        sqlx::query("INSERT INTO boundaries (table_id, number, fence, owner, result) VALUES ($1, $2, $3, $4, $5)")
             .bind(id.as_str())
             .bind(hand_db)
             .bind(fence.as_db())
             .bind(owner)
-            .bind(result)
+            .bind(&boundary.result)
             .execute(&mut *tx)
             .await
             .map_err(|e| match StoreError::from_db(e) {
-                StoreError::HandAlreadyApplied(_) => StoreError::HandAlreadyApplied(summary.hand),
+                StoreError::HandAlreadyApplied(_) => StoreError::HandAlreadyApplied(boundary.number),
                 other => other,
             })?;
         // Every seat's stack from its start to its end value in one
@@ -158,7 +157,7 @@ impl Store {
         .await
         .map_err(StoreError::from_db)?;
         if updated.len() != n {
-            return Err(seat_not_at_start(&updated, summary));
+            return Err(seat_not_at_start(&updated, boundary));
         }
         if !moved.is_empty() {
             sqlx::query(
@@ -175,10 +174,10 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         }
-        sqlx::query("UPDATE tables SET hand_no = GREATEST(hand_no, $2), button = $3, updated_at = now() WHERE id = $1")
+        sqlx::query("UPDATE tables SET hand_no = GREATEST(hand_no, $2), game_state = $3, updated_at = now() WHERE id = $1")
             .bind(id.as_str())
             .bind(hand_db)
-            .bind(button.map(i16::from))
+            .bind(&boundary.state)
             .execute(&mut *tx)
             .await?;
         cash_out_in(&mut tx, id, fence, outs, LedgerKind::CashOut).await?;
@@ -269,14 +268,14 @@ impl Store {
 
 /// The refusal of a hand whose seats did not all hold their start stacks:
 /// names the first seat the update did not find as the summary says.
-fn seat_not_at_start(updated: &[i16], summary: &HandSummary) -> StoreError {
+fn seat_not_at_start(updated: &[i16], boundary: &Boundary) -> StoreError {
     StoreError::Inconsistent(
-        match first_not_returned(&summary.seats, |s| s.seat, updated) {
+        match first_not_returned(&boundary.seats, |s| s.seat, updated) {
             Some(s) => format!(
                 "seat {} ({}) did not hold {} chips at the start of hand {}",
-                s.seat, s.player.0, s.start_stack, summary.hand
+                s.seat, s.player.0, s.start, boundary.number
             ),
-            None => format!("hand {} lists one seat twice", summary.hand),
+            None => format!("hand {} lists one seat twice", boundary.number),
         },
     )
 }

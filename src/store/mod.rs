@@ -12,8 +12,9 @@ use serde::Serialize;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::Row;
 
-use crate::game::{Chips, HandSummary, PlayerId, SeatNo, TableConfig};
+use crate::chips::{Chips, PlayerId, SeatNo};
 use crate::games::GameKind;
+use crate::games::SeatResult;
 use crate::types::{
     recorded_freeze, Fence, FreezeReason, LedgerKind, StateReason, TableId, TableState,
 };
@@ -135,7 +136,9 @@ impl StoreError {
                 (Some("23505"), Some("seats_table_id_player_key")) => {
                     return StoreError::AlreadySeated
                 }
-                (Some("23505"), Some("hands_pkey")) => return StoreError::HandAlreadyApplied(0),
+                (Some("23505"), Some("boundaries_pkey")) => {
+                    return StoreError::HandAlreadyApplied(0)
+                }
                 (Some("23514"), Some("accounts_balance_check")) => {
                     return StoreError::InsufficientFunds
                 }
@@ -168,11 +171,25 @@ pub struct TableRow {
     pub state_reason: Option<StateReason>,
     /// The game the table plays.
     pub game_kind: GameKind,
-    pub config: TableConfig,
+    /// The game's config, as that game validated it at creation.
+    pub config: serde_json::Value,
     pub owner_instance: Option<String>,
     pub fence: Fence,
+    /// The number of the last boundary recorded (or voided).
     pub hand_no: u64,
-    pub button: Option<SeatNo>,
+    /// What the game keeps across boundaries (`Game::boundary_state`).
+    pub game_state: serde_json::Value,
+}
+
+/// A settled boundary as it is recorded: its number, each seat's stack from
+/// its start to its end value, the game's result and the state the game
+/// keeps across boundaries.
+#[derive(Debug, Clone)]
+pub struct Boundary {
+    pub number: u64,
+    pub seats: Vec<SeatResult>,
+    pub result: serde_json::Value,
+    pub state: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -209,14 +226,11 @@ pub struct CashOut {
 }
 
 pub(crate) const TABLE_COLUMNS: &str =
-    "id, environment, state, state_reason, game_kind, config, owner_instance, owner_fencing_token, hand_no, button";
+    "id, environment, state, state_reason, game_kind, config, owner_instance, owner_fencing_token, hand_no, game_state";
 
 pub(crate) fn table_row(r: &sqlx::postgres::PgRow) -> Result<TableRow, StoreError> {
     let id: String = r.try_get("id")?;
     let config: serde_json::Value = r.try_get("config")?;
-    let config: TableConfig = serde_json::from_value(config)
-        .map_err(|e| StoreError::Inconsistent(format!("table {id} config: {e}")))?;
-    let button: Option<i16> = r.try_get("button")?;
     let kind: String = r.try_get("game_kind")?;
     let game_kind = GameKind::parse(&kind)
         .ok_or_else(|| StoreError::Inconsistent(format!("table {id} plays {kind:?}")))?;
@@ -231,7 +245,7 @@ pub(crate) fn table_row(r: &sqlx::postgres::PgRow) -> Result<TableRow, StoreErro
         owner_instance: r.try_get("owner_instance")?,
         fence: Fence::from_db(r.try_get("owner_fencing_token")?),
         hand_no: u64::try_from(r.try_get::<i64, _>("hand_no")?).unwrap_or(0),
-        button: button.and_then(|b| SeatNo::try_from(b).ok()),
+        game_state: r.try_get("game_state")?,
     })
 }
 

@@ -8,12 +8,13 @@ use super::tx::{cash_out_in, insert_event, lock_fenced, lock_table, move_state, 
 use super::*;
 
 impl Store {
-    pub async fn create_table(
+    /// Creates a table of game `kind` with the config that game validated.
+    pub async fn create_table<C: Serialize + Sync>(
         &self,
         env: &str,
         id: &TableId,
         kind: GameKind,
-        config: &TableConfig,
+        config: &C,
     ) -> Result<TableRow, StoreError> {
         let config =
             serde_json::to_value(config).map_err(|e| StoreError::Inconsistent(e.to_string()))?;

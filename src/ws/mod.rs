@@ -11,7 +11,7 @@ pub mod upgrade;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
-use crate::game::PlayerId;
+use crate::chips::PlayerId;
 use crate::http::{ApiError, AppState};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {

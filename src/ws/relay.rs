@@ -27,7 +27,7 @@ use url::Url;
 
 use crate::actors::table::Outbound;
 use crate::auth::{now_unix_ms, RelayClaim};
-use crate::game::PlayerId;
+use crate::chips::PlayerId;
 use crate::instruments;
 use crate::protocol::ClientError;
 use crate::runtime::Runtime;

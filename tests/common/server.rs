@@ -36,11 +36,11 @@ fn crate_dir() -> &'static Path {
 /// A command for the pitboss binary in the test environment, with the test
 /// secret and admin token, and no other `PITBOSS*` variables inherited from
 /// the developer's shell, so a stray setting never changes a test.
-fn pitboss_command(guarded: bool) -> Command {
+fn pitboss_command(bin: &str, guarded: bool) -> Command {
     let mut cmd = if guarded {
-        guarded_command(pitboss_bin())
+        guarded_command(bin)
     } else {
-        Command::new(pitboss_bin())
+        Command::new(bin)
     };
     cmd.current_dir(crate_dir()).stdin(Stdio::null());
     for (key, _) in std::env::vars_os() {
@@ -92,7 +92,7 @@ pub fn parse_addr_field(line: &str) -> Option<SocketAddr> {
 
 /// A player token signed with the test secret (`pitboss token <player>`).
 pub fn mint_token(player: &str) -> String {
-    let out = pitboss_command(false)
+    let out = pitboss_command(pitboss_bin(), false)
         .args(["token", player])
         .output()
         .unwrap_or_else(|e| panic!("run {} token {player}: {e}", pitboss_bin()));
@@ -123,6 +123,9 @@ pub struct ServerConfig {
     pub redis_url: String,
     pub ttl_ms: u64,
     pub extra_env: Vec<(String, String)>,
+    /// The server binary: `pitboss`, or the one that also hosts the
+    /// tests' own game (`with_test_games`).
+    pub bin: &'static str,
 }
 
 impl ServerConfig {
@@ -135,7 +138,16 @@ impl ServerConfig {
             redis_url: shared_redis_url(),
             ttl_ms: 1500,
             extra_env: Vec::new(),
+            bin: pitboss_bin(),
         }
+    }
+
+    /// The server that hosts Nim, a game of the tests' own, beside the
+    /// games of this build (`tests/support/test_server.rs`).
+    #[allow(dead_code)]
+    pub fn with_test_games(mut self) -> ServerConfig {
+        self.bin = env!("CARGO_BIN_EXE_pitboss-test-games");
+        self
     }
 
     pub fn with_instance(mut self, id: &str) -> ServerConfig {
@@ -163,7 +175,7 @@ impl ServerConfig {
     /// `pitboss serve` with this configuration, on a port of its choosing
     /// on loopback.
     pub fn command(&self) -> Command {
-        let mut cmd = pitboss_command(true);
+        let mut cmd = pitboss_command(self.bin, true);
         cmd.arg("serve")
             .env("PITBOSS__HTTP__HOST", "127.0.0.1")
             .env("PITBOSS__HTTP__PORT", "0")
@@ -251,7 +263,7 @@ impl Server {
         let output = Output::default();
         let echo = Some(cfg.instance_id.clone());
         let (mut process, readers) = Process::spawn(&mut cfg.command(), &output, echo)
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", pitboss_bin()));
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", cfg.bin));
         let pid = process.pid();
 
         let mut scanned = 0;

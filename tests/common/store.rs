@@ -24,7 +24,7 @@ pub fn config() -> TableConfig {
 pub async fn stamped_table(store: &Store) -> TableId {
     let t = TableId::generate();
     store
-        .create_table("test", &t, GameKind::Holdem, &config())
+        .create_table("test", &t, GameKind::HOLDEM, &config())
         .await
         .expect("create_table");
     let row = store
@@ -209,4 +209,49 @@ pub fn is_stale(e: &StoreError, t: &TableId, fence: u64, current: u64) -> bool {
         StoreError::StaleOwnerBoundaryWrite { table, fence: f, current: c, .. }
             if table == t && *f == Fence(fence) && *c == Fence(current)
     )
+}
+
+/// A hold'em hand written the way a hold'em table writes its boundary:
+/// the summary as the result, each seat from its start to its end stack,
+/// the button as the state the game keeps.
+#[allow(async_fn_in_trait, dead_code)]
+pub trait WriteHand {
+    async fn write_hand(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        owner: &str,
+        summary: &HandSummary,
+        button: Option<SeatNo>,
+        outs: &[CashOut],
+    ) -> Result<(), StoreError>;
+}
+
+impl WriteHand for Store {
+    async fn write_hand(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        owner: &str,
+        summary: &HandSummary,
+        button: Option<SeatNo>,
+        outs: &[CashOut],
+    ) -> Result<(), StoreError> {
+        let boundary = pitboss::store::Boundary {
+            number: summary.hand,
+            seats: summary
+                .seats
+                .iter()
+                .map(|s| pitboss::games::SeatResult {
+                    seat: s.seat,
+                    player: s.player.clone(),
+                    start: s.start_stack,
+                    end: s.end_stack,
+                })
+                .collect(),
+            result: serde_json::to_value(summary).expect("a summary is JSON"),
+            state: serde_json::json!({ "button": button }),
+        };
+        self.write_boundary(id, fence, owner, &boundary, outs).await
+    }
 }

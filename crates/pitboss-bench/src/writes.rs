@@ -1,5 +1,5 @@
 //! `pitboss-bench writes`: fenced hand writes per second, pitboss's own
-//! boundary write (`Store::write_hand`) beside `pgbench` running the same
+//! boundary write (`Store::write_boundary`) beside `pgbench` running the same
 //! transaction shape against the same server, database and rows in the
 //! same run.
 //!
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use pitboss::game::{Chips, HandSummary, PlayerId, PotAward, SeatResult, TableConfig};
 use pitboss::games::GameKind;
-use pitboss::store::{Budgets, Store};
+use pitboss::store::{Boundary, Budgets, Store};
 use pitboss::types::{Fence, TableId};
 
 use crate::instance::Database;
@@ -176,7 +176,7 @@ async fn measure(o: &Options, db: &Database, args: &[String]) -> anyhow::Result<
     for i in 0..o.tables {
         let id = table_id(i);
         store
-            .create_table(env, &id, GameKind::Holdem, &config)
+            .create_table(env, &id, GameKind::HOLDEM, &config)
             .await?;
         store.stamp(&id, fence, OWNER, false).await?;
         for seat in 0..2 {
@@ -212,7 +212,7 @@ async fn measure(o: &Options, db: &Database, args: &[String]) -> anyhow::Result<
         // Each side goes on from where the other left the tables.
         let at = read_at(&store, o.tables).await?;
         let p = pitboss_phase(o, &store, at).await?;
-        println!("  round {round} pitboss write_hand:   {p:8.0} writes/s");
+        println!("  round {round} pitboss write_boundary: {p:8.0} writes/s");
         ours.push(p);
         let g = pgbench_phase(o, db, &script).await?;
         println!("  round {round} pgbench, same shape: {g:8.0} writes/s");
@@ -277,7 +277,7 @@ async fn pitboss_phase(o: &Options, store: &Store, at: Vec<At>) -> anyhow::Resul
                     let id = table_id(*i);
                     let hand = summary(*i, *at);
                     store
-                        .write_hand(&id, Fence(1), OWNER, &hand, Some(0), &[])
+                        .write_boundary(&id, Fence(1), OWNER, &boundary(&hand)?, &[])
                         .await
                         .with_context(|| format!("hand {} at {id}", at.hand))?;
                     at.hand += 1;
@@ -297,7 +297,26 @@ async fn pitboss_phase(o: &Options, store: &Store, at: Vec<At>) -> anyhow::Resul
     Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
-/// The same transaction as `Store::write_hand` for two seats, as a pgbench
+/// A hand as a hold'em table records its boundary (button 0).
+fn boundary(hand: &HandSummary) -> anyhow::Result<Boundary> {
+    Ok(Boundary {
+        number: hand.hand,
+        seats: hand
+            .seats
+            .iter()
+            .map(|s| pitboss::games::SeatResult {
+                seat: s.seat,
+                player: s.player.clone(),
+                start: s.start_stack,
+                end: s.end_stack,
+            })
+            .collect(),
+        result: serde_json::to_value(hand)?,
+        state: serde_json::json!({ "button": 0 }),
+    })
+}
+
+/// The same transaction as `Store::write_boundary` for two seats, as a pgbench
 /// script (the seats' stacks in one statement, their ledger rows in
 /// another): client `c` writes to tables `c`, `c + clients`, … like the
 /// pitboss phase. The hand number comes from the locked row.
@@ -307,10 +326,10 @@ fn pgbench_script(result: &str) -> String {
 \set from random(0, 1)
 BEGIN;
 SELECT owner_fencing_token AS fence, hand_no + 1 AS hand FROM tables WHERE id = 'tbl_w' || lpad(:t::text, 6, '0') FOR UPDATE \gset
-INSERT INTO hands (table_id, hand_no, fence, owner, result) VALUES ('tbl_w' || lpad(:t::text, 6, '0'), :hand, :fence, '{OWNER}', '{result}');
+INSERT INTO boundaries (table_id, number, fence, owner, result) VALUES ('tbl_w' || lpad(:t::text, 6, '0'), :hand, :fence, '{OWNER}', '{result}');
 UPDATE seats AS s SET stack = s.stack + v.delta FROM UNNEST(ARRAY[0, 1]::int2[], ARRAY['w' || :t || 's0', 'w' || :t || 's1']::text[], ARRAY[2 * :from - 1, 1 - 2 * :from]::int8[]) AS v(seat, player, delta) WHERE s.table_id = 'tbl_w' || lpad(:t::text, 6, '0') AND s.seat = v.seat AND s.player = v.player AND s.stack > 0;
 INSERT INTO ledger (kind, player, table_id, hand_no, fence, wallet_delta, stack_delta) SELECT 'hand', v.player, 'tbl_w' || lpad(:t::text, 6, '0'), :hand, :fence, 0, v.delta FROM UNNEST(ARRAY['w' || :t || 's0', 'w' || :t || 's1']::text[], ARRAY[2 * :from - 1, 1 - 2 * :from]::int8[]) WITH ORDINALITY AS v(player, delta, n) ORDER BY v.n;
-UPDATE tables SET hand_no = GREATEST(hand_no, :hand), button = 0, updated_at = now() WHERE id = 'tbl_w' || lpad(:t::text, 6, '0');
+UPDATE tables SET hand_no = GREATEST(hand_no, :hand), game_state = '{{"button": 0}}', updated_at = now() WHERE id = 'tbl_w' || lpad(:t::text, 6, '0');
 COMMIT;
 "#
     )

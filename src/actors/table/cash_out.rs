@@ -9,12 +9,13 @@ use tracing::{error, info, warn, Instrument};
 
 use super::play::{beside, retry_backoff, settled_on_retry};
 use super::{Phase, Table};
-use crate::game::{Command, EventKind, RuleError, SeatNo};
+use crate::chips::SeatNo;
+use crate::games::{Game, Refusal, Role};
 use crate::instruments;
 use crate::store::{CashOut, StoreError};
-use crate::types::{Fence, FreezeReason};
+use crate::types::{ErrorCode, Fence, FreezeReason};
 
-impl Table {
+impl<G: Game> Table<G> {
     /// Stands the player at `seat` up (a `leave`, or a reconnect window
     /// that ran out). A second stand-up while the first is in flight is the
     /// same stand-up.
@@ -22,17 +23,20 @@ impl Table {
         &mut self,
         seat: SeatNo,
         ctx: &mut Context<Self>,
-    ) -> Result<(), RuleError> {
+    ) -> Result<(), Refusal> {
         if self.cashing_out.contains(&seat) {
             return Ok(());
         }
-        if self.game.dealt_in(seat) {
-            let events = self.apply(Command::Leave { seat }, ctx)?;
+        if self.game.takes_part(seat) {
+            let events = self.apply(|g| g.leave(seat), ctx)?;
             self.advance(events, ctx);
             return Ok(());
         }
-        let Some(info) = self.game.seats().into_iter().find(|s| s.seat == seat) else {
-            return Err(RuleError::NotSeated);
+        let Some(info) = self.game.occupants().into_iter().find(|s| s.seat == seat) else {
+            return Err(Refusal::new(
+                ErrorCode::NotSeated,
+                "you have no seat at this table",
+            ));
         };
         let out = CashOut {
             seat,
@@ -117,7 +121,7 @@ impl Table {
             // table next finds the seat empty in Postgres.
             return;
         }
-        let Ok(events) = self.apply(Command::Leave { seat: out.seat }, ctx) else {
+        let Ok(events) = self.apply(|g| g.leave(out.seat), ctx) else {
             error!(
                 seat = out.seat,
                 "the rules refused a leave already paid out; freezing"
@@ -126,8 +130,8 @@ impl Table {
             return;
         };
         let told = events.iter().any(|e| {
-            matches!(&e.kind, EventKind::Left { seat, player, stack }
-                if *seat == out.seat && *player == out.player && *stack == out.stack)
+            matches!(G::role(&e.event), Role::Left { seat, player, stack }
+                if seat == out.seat && *player == out.player && stack == out.stack)
         });
         if !told {
             error!(

@@ -11,7 +11,8 @@ use tracing::{error, warn};
 use super::fanout::{SessionId, Subscriber, Watcher};
 use super::play::beside;
 use super::{Phase, Table};
-use crate::game::{Action, Chips, Command, PlayerId, SeatNo};
+use crate::chips::{Chips, PlayerId, SeatNo};
+use crate::games::Game;
 use crate::instruments;
 use crate::protocol::ClientError;
 use crate::store::StoreError;
@@ -28,7 +29,7 @@ pub struct Join {
     pub watcher: Arc<dyn Watcher>,
 }
 
-impl Handler<Join> for Table {
+impl<G: Game> Handler<Join> for Table<G> {
     type Result = Result<(), ClientError>;
 
     fn handle(&mut self, msg: Join, _ctx: &mut Self::Context) -> Self::Result {
@@ -49,7 +50,7 @@ pub struct Unsubscribe {
     pub session: SessionId,
 }
 
-impl Handler<Unsubscribe> for Table {
+impl<G: Game> Handler<Unsubscribe> for Table<G> {
     type Result = ();
 
     fn handle(&mut self, msg: Unsubscribe, _ctx: &mut Self::Context) {
@@ -71,7 +72,7 @@ pub struct Sit {
     pub buy_in: Chips,
 }
 
-impl Handler<Sit> for Table {
+impl<G: Game> Handler<Sit> for Table<G> {
     type Result = ResponseActFuture<Self, Result<(), ClientError>>;
 
     fn handle(&mut self, msg: Sit, _ctx: &mut Self::Context) -> Self::Result {
@@ -86,16 +87,12 @@ impl Handler<Sit> for Table {
         if self.buying_in.values().any(|p| *p == msg.player) {
             return refuse(already_seated());
         }
-        let cmd = Command::Sit {
-            seat: msg.seat,
-            player: msg.player.clone(),
-            stack: msg.buy_in,
-        };
         // Validate against a copy first: the wallet is only debited for a
         // sit the rules accept.
-        if let Err(e) = self.game.clone().apply(cmd.clone()) {
+        if let Err(e) = self.game.clone().sit(msg.seat, &msg.player.0, msg.buy_in) {
             return refuse(e.into());
         }
+        let cmd = (msg.seat, msg.player.clone(), msg.buy_in);
         self.buying_in.insert(msg.seat, msg.player.clone());
         let env = self.env.clone();
         let (id, fence) = (self.id.clone(), self.fence);
@@ -116,16 +113,17 @@ impl Handler<Sit> for Table {
     }
 }
 
-impl Table {
+impl<G: Game> Table<G> {
     /// What a sit's player is told once its buy-in has an outcome; a
     /// recorded buy-in seats the player.
     fn bought_in(
         &mut self,
         res: Result<Chips, StoreError>,
-        cmd: Command,
+        (seat, player, stack): (SeatNo, PlayerId, Chips),
         fence: Fence,
         ctx: &mut Context<Self>,
     ) -> Result<(), ClientError> {
+        let sit = move |g: &mut G| g.sit(seat, &player.0, stack);
         match res {
             Ok(_balance) => {
                 if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
@@ -135,7 +133,7 @@ impl Table {
                     // is (`seated`, then the `frozen` or the move that ends
                     // the subscription), so no client believes its chips
                     // vanished; nothing is dealt here any more.
-                    return match self.apply(cmd, ctx) {
+                    return match self.apply(sit, ctx) {
                         Ok(events) => {
                             self.broadcast(events);
                             Ok(())
@@ -149,7 +147,7 @@ impl Table {
                         }
                     };
                 }
-                match self.apply(cmd, ctx) {
+                match self.apply(sit, ctx) {
                     Ok(events) => {
                         self.seated(ctx);
                         self.advance(events, ctx);
@@ -216,33 +214,30 @@ fn sit_refusal(e: &StoreError) -> Option<ClientError> {
     })
 }
 
+/// A seat's answer to the open decision: the `act` frame's game fields,
+/// which the table's game parses into its command.
 #[derive(Message)]
 #[rtype(result = "Result<(), ClientError>")]
 pub struct Act {
     pub player: PlayerId,
-    pub hand: u64,
     /// The `turn` this action answers.
     pub decision: u64,
-    pub action: Action,
+    pub fields: serde_json::Map<String, serde_json::Value>,
     /// When the session read the frame, for the latency histogram.
     pub received: Instant,
 }
 
-impl Handler<Act> for Table {
+impl<G: Game> Handler<Act> for Table<G> {
     type Result = Result<(), ClientError>;
 
     fn handle(&mut self, msg: Act, ctx: &mut Self::Context) -> Self::Result {
         let _g = self.span.clone().entered();
+        // The frame's own fields are checked first, as they always were.
+        let command = G::command(&msg.fields)?;
         let seat = self.live_seat_of(&msg.player)?;
-        let events = self.apply(
-            Command::Act {
-                hand: msg.hand,
-                seat,
-                decision: msg.decision,
-                action: msg.action,
-            },
-            ctx,
-        )?;
+        let decision = msg.decision;
+        let rng = &mut rand::thread_rng();
+        let events = self.apply(|g| g.apply(seat, decision, command, rng), ctx)?;
         self.advance(events, ctx);
         metrics::histogram!(instruments::ACTION_TO_BROADCAST_SECONDS)
             .record(msg.received.elapsed().as_secs_f64());
@@ -256,7 +251,7 @@ pub struct Leave {
     pub player: PlayerId,
 }
 
-impl Handler<Leave> for Table {
+impl<G: Game> Handler<Leave> for Table<G> {
     type Result = Result<(), ClientError>;
 
     fn handle(&mut self, msg: Leave, ctx: &mut Self::Context) -> Self::Result {
@@ -279,7 +274,7 @@ pub struct Freeze {
     pub reason: FreezeReason,
 }
 
-impl Handler<Freeze> for Table {
+impl<G: Game> Handler<Freeze> for Table<G> {
     type Result = ();
 
     fn handle(&mut self, msg: Freeze, ctx: &mut Self::Context) {
@@ -293,7 +288,7 @@ impl Handler<Freeze> for Table {
 #[rtype(result = "()")]
 pub struct Superseded;
 
-impl Handler<Superseded> for Table {
+impl<G: Game> Handler<Superseded> for Table<G> {
     type Result = ();
 
     fn handle(&mut self, _msg: Superseded, ctx: &mut Self::Context) {
@@ -312,7 +307,7 @@ pub struct Drain {
     pub to: Option<String>,
 }
 
-impl Handler<Drain> for Table {
+impl<G: Game> Handler<Drain> for Table<G> {
     type Result = ();
 
     fn handle(&mut self, msg: Drain, ctx: &mut Self::Context) {
@@ -358,7 +353,7 @@ impl RefenceOutcome {
     }
 }
 
-impl Handler<Refence> for Table {
+impl<G: Game> Handler<Refence> for Table<G> {
     type Result = ResponseFuture<RefenceOutcome>;
 
     fn handle(&mut self, msg: Refence, ctx: &mut Self::Context) -> Self::Result {

@@ -9,7 +9,8 @@ use tracing::{error, info, warn};
 
 use super::fanout::Dismissal;
 use super::{note_stale_write, Phase, ReassertLease, Table};
-use crate::game::{PlayerId, SeatNo};
+use crate::chips::{PlayerId, SeatNo};
+use crate::games::Game;
 use crate::instruments;
 use crate::protocol::{ClientError, ServerFrame};
 use crate::store::StoreError;
@@ -45,7 +46,7 @@ impl Farewell {
     }
 }
 
-impl Table {
+impl<G: Game> Table<G> {
     /// Lease lost, stale write, or broken invariant: deal nothing more, kill
     /// the timers, tell every session why, drop them, stop. The state write
     /// is fenced like any other, so a stale owner freezes only its own copy.
@@ -202,7 +203,7 @@ impl Table {
         self.set_phase(Phase::Draining);
         Self::cancel(ctx, &mut self.next_hand_timer);
         Self::cancel(ctx, &mut self.drain_timer);
-        if !self.game.hand_in_progress() {
+        if !self.game.in_progress() {
             self.finish_drain(ctx);
             return;
         }
@@ -270,7 +271,7 @@ impl Table {
                 return;
             }
         }
-        if self.phase == Phase::Draining && !self.game.hand_in_progress() && !self.writing {
+        if self.phase == Phase::Draining && !self.game.in_progress() && !self.writing {
             self.finish_drain(ctx);
         }
     }
@@ -280,8 +281,8 @@ impl Table {
             return;
         };
         if self.phase != Phase::Open
-            || self.game.hand_in_progress()
-            || !self.game.seats().is_empty()
+            || self.game.in_progress()
+            || !self.game.occupants().is_empty()
             || !self.buying_in.is_empty()
             || since.elapsed() < self.env.idle_evict()
         {

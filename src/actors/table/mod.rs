@@ -1,8 +1,9 @@
-//! One hosted table: the hold'em game, its timers, its subscribed sessions,
+//! One hosted table: its game (any [`Game`]), its timers, its subscribed sessions,
 //! and the fenced writes at every boundary.
 //!
 //! - [`handlers`]: the messages sessions and the manager send it;
-//! - [`play`]: the hand flow (rules, action clock, boundary writes, deals);
+//! - [`play`]: the game's flow (its rules, the action clock, boundary
+//!   writes, the next deal);
 //! - [`cash_out`]: standing players up, and cash-outs beside the hand;
 //! - [`fanout`]: subscribers, history, replay, snapshots;
 //! - [`lifecycle`]: freeze, drain, idle release, absent players, deadline;
@@ -11,17 +12,21 @@
 mod cash_out;
 mod env;
 mod fanout;
+mod handle;
 mod handlers;
 mod lifecycle;
 mod play;
+mod registry;
 mod timers;
 
 pub use env::TableEnv;
 pub use fanout::{Delivery, Outbound, SessionId, Watcher};
+pub use handle::TableHandle;
 pub use handlers::{
     Act, Drain, Freeze, Join, Leave, Refence, RefenceOutcome, Sit, Superseded, Unsubscribe,
 };
-pub use timers::CheckLease;
+pub use registry::{Games, Loaded, Stored, TableParts};
+pub use timers::{lease_check_period, CheckLease};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -30,7 +35,8 @@ use std::time::Instant;
 use actix::prelude::*;
 use tracing::{info, warn};
 
-use crate::game::{Game, PlayerId, SeatNo};
+use crate::chips::{PlayerId, SeatNo};
+use crate::games::Game;
 use crate::instruments;
 use crate::lease::LeaseClock;
 use crate::types::{Fence, FreezeReason, PauseReason, TableId, TableState};
@@ -89,13 +95,13 @@ pub struct Owner {
     pub reassert: Recipient<ReassertLease>,
 }
 
-pub struct Table {
+pub struct Table<G: Game> {
     id: TableId,
     fence: Fence,
     env: TableEnv,
     clock: Arc<LeaseClock>,
     owner: Owner,
-    game: Game,
+    game: G,
     phase: Phase,
     fanout: Fanout,
     action_timer: Option<SpawnHandle>,
@@ -108,7 +114,7 @@ pub struct Table {
     /// The lease re-check, armed while paused.
     recheck_timer: Option<SpawnHandle>,
     /// This table's own address, for the messages it sends itself.
-    me: Option<actix::WeakAddr<Table>>,
+    me: Option<actix::WeakAddr<Table<G>>>,
     /// Since when nobody has been seated; `None` while someone is.
     empty_since: Option<Instant>,
     /// Seated players with no connection, and since when: their seats are
@@ -152,22 +158,23 @@ fn note_stale_write(fence: Fence, current: Fence, what: &str) {
     );
 }
 
-impl Table {
+impl<G: Game> Table<G> {
     pub fn new(
         id: TableId,
         fence: Fence,
         env: TableEnv,
         clock: Arc<LeaseClock>,
         owner: Owner,
-        game: Game,
-    ) -> Table {
-        let span = table_span(&id, fence, game.hand_no());
+        game: G,
+    ) -> Table<G> {
+        let span = table_span(&id, fence, game.number());
         let fanout = Fanout::new(id.clone(), fence, env.settings.history_events);
-        let empty_since = game.seats().is_empty().then(Instant::now);
+        let seated = game.occupants();
+        let empty_since = seated.is_empty().then(Instant::now);
         // A revived table's players reconnect after the redeploy; until then
         // their seats are held like any dropped connection's.
         let now = Instant::now();
-        let absent = game.seats().into_iter().map(|s| (s.player, now)).collect();
+        let absent = seated.into_iter().map(|s| (s.player, now)).collect();
         Table {
             id,
             fence,
@@ -201,11 +208,11 @@ impl Table {
     /// Log lines carry the current hand number; a fresh span per hand keeps
     /// exactly one `hand_no` field on each line.
     fn refresh_span(&mut self) {
-        self.span = table_span(&self.id, self.fence, self.game.hand_no());
+        self.span = table_span(&self.id, self.fence, self.game.number());
     }
 }
 
-impl Actor for Table {
+impl<G: Game> Actor for Table<G> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {

@@ -1,5 +1,5 @@
-//! The hand flow: applying commands to the rules, the action clock, the
-//! boundary write at each hand's end, and the next deal.
+//! The game's flow: applying commands to its rules, the action clock, the
+//! boundary write at each settlement, and the next deal.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -12,48 +12,52 @@ use actix::prelude::*;
 use tracing::{error, info, warn};
 
 use super::{note_stale_write, Phase, Table};
-use crate::game::{Audience, Command, Event, EventKind, RuleError, SeatChips, SeatNo, VoidReason};
+use crate::chips::SeatNo;
+use crate::games::{Game, Refusal, Role, Settlement, Told};
 use crate::instruments;
-use crate::store::{CashOut, Store, StoreError};
-use crate::types::{FreezeReason, PauseReason, TableId};
+use crate::store::{Boundary, CashOut, Store, StoreError};
+use crate::types::{ErrorCode, FreezeReason, PauseReason, TableId};
 
-/// What the players are told once a hand's write has an outcome: its
+/// The events one change of a game's state produced.
+pub(super) type Events<G> = Vec<Told<<G as Game>::Event>>;
+
+/// What the players are told once a boundary's write has an outcome: its
 /// result when recorded, else that it was voided.
-pub(super) struct Told {
-    result: Vec<Event>,
-    voided: Event,
+pub(super) struct Outcome<G: Game> {
+    result: Events<G>,
+    voided: Told<G::Event>,
 }
 
-impl Table {
-    /// Applies a command to the game. A panic inside the rules freezes this
+impl<G: Game> Table<G> {
+    /// Runs one change of the game. A panic inside the rules freezes this
     /// table only; the rest of the process carries on.
     pub(super) fn apply(
         &mut self,
-        cmd: Command,
+        change: impl FnOnce(&mut G) -> Result<Events<G>, Refusal>,
         ctx: &mut Context<Self>,
-    ) -> Result<Vec<Event>, RuleError> {
-        match catch_unwind(AssertUnwindSafe(|| self.game.apply(cmd))) {
+    ) -> Result<Events<G>, Refusal> {
+        match catch_unwind(AssertUnwindSafe(|| change(&mut self.game))) {
             Ok(result) => result,
             Err(_) => {
                 error!("game logic panicked; freezing the table");
                 self.freeze(FreezeReason::InternalError, ctx);
-                Err(RuleError::Internal("the rules panicked".into()))
+                Err(Refusal::new(ErrorCode::Internal, "the rules panicked"))
             }
         }
     }
 
-    /// Applies a command that the runtime itself issues (deal, time-out,
-    /// void). Its refusal means the table and the rules disagree, which is
-    /// an internal error.
+    /// Runs a change that the runtime itself issues (a time-out). Its
+    /// refusal means the table and the rules disagree, which is an internal
+    /// error.
     pub(super) fn apply_internal(
         &mut self,
-        cmd: Command,
+        change: impl FnOnce(&mut G) -> Result<Events<G>, Refusal>,
         ctx: &mut Context<Self>,
-    ) -> Option<Vec<Event>> {
+    ) -> Option<Events<G>> {
         if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
             return None;
         }
-        match self.apply(cmd, ctx) {
+        match self.apply(change, ctx) {
             Ok(events) => Some(events),
             Err(e) => {
                 if !matches!(self.phase, Phase::Frozen(_)) {
@@ -77,32 +81,24 @@ impl Table {
     /// A hand's result (showdown, awards, its end and the seats it frees)
     /// is held back until Postgres has recorded it (I9): players are never
     /// told a result that might not stand.
-    pub(super) fn advance(&mut self, mut events: Vec<Event>, ctx: &mut Context<Self>) {
-        let turn = events.iter().rev().find_map(|e| match e.kind {
-            EventKind::Turn {
-                hand,
-                seat,
-                decision,
-                ..
-            } => Some((hand, seat, decision)),
-            _ => None,
-        });
-        let result_at = events.iter().position(|e| {
-            matches!(
-                e.kind,
-                EventKind::Showdown { .. }
-                    | EventKind::PotAwarded { .. }
-                    | EventKind::HandEnded { .. }
-            )
-        });
+    pub(super) fn advance(&mut self, mut events: Events<G>, ctx: &mut Context<Self>) {
+        let turn = events
+            .iter()
+            .any(|e| G::role(&e.event) == Role::Decision)
+            .then(|| self.game.decision())
+            .flatten()
+            .map(|open| (open.seat, open.number));
+        let result_at = events
+            .iter()
+            .position(|e| G::role(&e.event) == Role::Result);
         let result = result_at.map(|at| events.split_off(at));
         self.broadcast(events);
-        if let Some((hand, seat, decision)) = turn {
-            self.arm_action_timer(hand, seat, decision, ctx);
+        if let Some((seat, decision)) = turn {
+            self.arm_action_timer(seat, decision, ctx);
         }
-        // The seats a hand's end vacates are cashed out by its own write. A
-        // `left` anywhere else comes from a stand-up, whose cash-out was
-        // recorded before the seat was vacated (`cash_out`).
+        // The seats a boundary's end vacates are cashed out by its own
+        // write. A `left` anywhere else comes from a stand-up, whose cash-out
+        // was recorded before the seat was vacated (`cash_out`).
         if let Some(result) = result {
             Self::cancel(ctx, &mut self.action_timer);
             self.action_deadline_ms = None;
@@ -113,18 +109,18 @@ impl Table {
 
     /// The seats these events vacate, as cash-outs to write; their players
     /// are no longer waited for.
-    fn cash_outs_of(&mut self, events: &[Event]) -> Vec<CashOut> {
+    pub(super) fn cash_outs_of(&mut self, events: &Events<G>) -> Vec<CashOut> {
         let outs: Vec<CashOut> = events
             .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::Left {
+            .filter_map(|e| match G::role(&e.event) {
+                Role::Left {
                     seat,
                     player,
                     stack,
                 } => Some(CashOut {
-                    seat: *seat,
+                    seat,
                     player: player.clone(),
-                    stack: *stack,
+                    stack,
                 }),
                 _ => None,
             })
@@ -136,73 +132,71 @@ impl Table {
     }
 
     /// The action clock of one decision: when it runs out with that very
-    /// decision still open, the rules check or fold for the seat.
+    /// decision still open, the game answers it for the seat.
     pub(super) fn arm_action_timer(
         &mut self,
-        hand: u64,
         seat: SeatNo,
         decision: u64,
         ctx: &mut Context<Self>,
     ) {
         Self::cancel(ctx, &mut self.action_timer);
         let timeout = self.env.action_timeout();
+        let number = self.game.number();
         self.action_timer = Some(ctx.run_later(timeout, move |act, ctx| {
             act.action_timer = None;
             let _g = act.span.clone().entered();
-            if act.game.hand_no() != hand
-                || act.game.to_act() != Some(seat)
-                || act.game.decision() != Some(decision)
-            {
+            let open = act.game.decision().map(|d| (d.seat, d.number));
+            if act.game.number() != number || open != Some((seat, decision)) {
                 return;
             }
+            let Some(command) = act.game.on_timeout() else {
+                return;
+            };
             info!(seat, "action clock ran out");
-            if let Some(events) = act.apply_internal(Command::Timeout { hand, seat }, ctx) {
+            let rng = &mut rand::thread_rng();
+            if let Some(events) = act.apply_internal(|g| g.apply(seat, decision, command, rng), ctx)
+            {
                 act.advance(events, ctx);
             }
         }));
     }
 
-    /// Writes the hand that just ended, then tells its result; if the write
-    /// is refused, the players are told the hand is void instead.
+    /// Writes the boundary just reached, then tells its result; if the
+    /// write is refused, the players are told it is void instead.
     pub(super) fn write_boundary(
         &mut self,
         outs: Vec<CashOut>,
-        result: Vec<Event>,
+        result: Events<G>,
         ctx: &mut Context<Self>,
     ) {
-        let Some(summary) = self.game.last_summary().cloned() else {
-            error!("hand ended without a summary; freezing the table");
+        let Some(settlement) = self.game.take_settlement() else {
+            error!("a boundary ended without a settlement; freezing the table");
             self.freeze(FreezeReason::InternalError, ctx);
             return;
         };
-        let voided = Event {
-            to: Audience::All,
-            kind: EventKind::HandVoided {
-                hand: summary.hand,
-                stacks: summary
-                    .seats
-                    .iter()
-                    .map(|s| SeatChips {
-                        seat: s.seat,
-                        stack: s.start_stack,
-                    })
-                    .collect(),
-                reason: VoidReason::NotRecorded,
-            },
+        let voided = G::unrecorded(&settlement);
+        let boundary = match boundary_of(&settlement, self.game.boundary_state()) {
+            Ok(b) => b,
+            Err(e) => {
+                error!(error = %e, "a settlement could not be recorded as JSON; freezing the table");
+                self.freeze(FreezeReason::InternalError, ctx);
+                return;
+            }
         };
         let env = self.env.clone();
-        let (id, fence, button) = (self.id.clone(), self.fence, self.game.button());
-        let (summary, outs) = (Rc::new(summary), Rc::new(outs));
+        let (id, fence) = (self.id.clone(), self.fence);
+        let (boundary, outs) = (Rc::new(boundary), Rc::new(outs));
         let write: Write = Rc::new(move |retry| {
-            let (env, id, summary, outs) = (env.clone(), id.clone(), summary.clone(), outs.clone());
+            let (env, id, boundary, outs) =
+                (env.clone(), id.clone(), boundary.clone(), outs.clone());
             Box::pin(async move {
                 match env
                     .store
-                    .write_hand(&id, fence, env.instance_id(), &summary, button, &outs)
+                    .write_boundary(&id, fence, env.instance_id(), &boundary, &outs)
                     .await
                 {
                     // An earlier try committed and only its answer was
-                    // lost: the fence check passed, so the hand is ours.
+                    // lost: the fence check passed, so the boundary is ours.
                     Err(StoreError::HandAlreadyApplied(_)) if retry => {}
                     other => other?,
                 }
@@ -210,7 +204,7 @@ impl Table {
                 Ok(())
             })
         });
-        self.persist(write, Some(Told { result, voided }), ctx);
+        self.persist(write, Some(Outcome { result, voided }), ctx);
     }
 
     /// Runs one boundary write, holding the table still until it commits:
@@ -223,12 +217,23 @@ impl Table {
     /// given up, and the players are told the table is paused meanwhile
     /// (I11). `told` is what the players learn once the write has an
     /// outcome.
-    pub(super) fn persist(&mut self, write: Write, told: Option<Told>, ctx: &mut Context<Self>) {
+    pub(super) fn persist(
+        &mut self,
+        write: Write,
+        told: Option<Outcome<G>>,
+        ctx: &mut Context<Self>,
+    ) {
         self.writing = true;
         self.attempt(write, told, 0, ctx);
     }
 
-    fn attempt(&mut self, write: Write, told: Option<Told>, tries: u32, ctx: &mut Context<Self>) {
+    fn attempt(
+        &mut self,
+        write: Write,
+        told: Option<Outcome<G>>,
+        tries: u32,
+        ctx: &mut Context<Self>,
+    ) {
         let backoff = retry_backoff(tries);
         let run = write.clone();
         let fut = async move {
@@ -290,7 +295,7 @@ impl Table {
     /// told again (same decision number, a full action clock), so the
     /// player to act knows they still may.
     pub(super) fn restart_clock(&mut self, ctx: &mut Context<Self>) {
-        if let Some(turn) = self.game.pending_turn() {
+        if let Some(turn) = self.game.announce() {
             self.advance(vec![turn], ctx);
         }
     }
@@ -324,16 +329,13 @@ impl Table {
         self.seats_changed(ctx);
         match self.phase {
             Phase::Open => self.schedule_next_hand(ctx),
-            Phase::Draining if !self.game.hand_in_progress() => self.finish_drain(ctx),
+            Phase::Draining if !self.game.in_progress() => self.finish_drain(ctx),
             _ => {}
         }
     }
 
     pub(super) fn schedule_next_hand(&mut self, ctx: &mut Context<Self>) {
-        if self.phase != Phase::Open
-            || self.next_hand_timer.is_some()
-            || !self.game.can_start_hand()
-        {
+        if self.phase != Phase::Open || self.next_hand_timer.is_some() || !self.game.can_start() {
             return;
         }
         let delay = self.env.next_hand_delay();
@@ -345,7 +347,7 @@ impl Table {
 
     pub(super) fn deal(&mut self, ctx: &mut Context<Self>) {
         let _g = self.span.clone().entered();
-        if self.phase != Phase::Open || !self.game.can_start_hand() {
+        if self.phase != Phase::Open || !self.game.can_start() {
             return;
         }
         // A seat being cashed out must not be dealt in: the deal goes once
@@ -357,22 +359,20 @@ impl Table {
         // below is the last step before it exists anywhere: a process
         // stopped (SIGSTOP) or descheduled between the check and the deal
         // has as little room as possible to deal on a lease it has lost.
-        let deck = crate::game::shuffled_deck(&mut rand::thread_rng());
         let mut next = self.game.clone();
-        let events =
-            match catch_unwind(AssertUnwindSafe(|| next.apply(Command::StartHand { deck }))) {
-                Ok(Ok(events)) => events,
-                Ok(Err(e)) => {
-                    error!(error = %e, "the rules refused to deal; freezing the table");
-                    self.freeze(FreezeReason::InternalError, ctx);
-                    return;
-                }
-                Err(_) => {
-                    error!("game logic panicked; freezing the table");
-                    self.freeze(FreezeReason::InternalError, ctx);
-                    return;
-                }
-            };
+        let events = match catch_unwind(AssertUnwindSafe(|| next.start(&mut rand::thread_rng()))) {
+            Ok(Some(events)) => events,
+            Ok(None) => {
+                error!("the game did not start although it said it could; freezing the table");
+                self.freeze(FreezeReason::InternalError, ctx);
+                return;
+            }
+            Err(_) => {
+                error!("game logic panicked; freezing the table");
+                self.freeze(FreezeReason::InternalError, ctx);
+                return;
+            }
+        };
         // I1: never deal on a lease this process cannot prove it holds, nor
         // while others might already consider this process gone.
         let now = Instant::now();
@@ -389,7 +389,7 @@ impl Table {
         let _g = self.span.clone().entered();
         info!(
             event = "hand_dealt",
-            hand = self.game.hand_no(),
+            hand = self.game.number(),
             dealt_fence = self.fence.0,
             "hand dealt"
         );
@@ -400,18 +400,19 @@ impl Table {
     /// which is what Postgres already holds; the burnt hand number and the
     /// cash-outs of players who left during the hand are written.
     pub(super) fn void_hand(&mut self, ctx: &mut Context<Self>) {
-        if !self.game.hand_in_progress() {
+        if !self.game.in_progress() {
             return;
         }
         let _g = self.span.clone().entered();
         warn!(
             event = "hand_voided",
-            hand = self.game.hand_no(),
+            hand = self.game.number(),
             "voiding the hand in progress"
         );
         Self::cancel(ctx, &mut self.action_timer);
-        let void = Command::VoidHand {
-            reason: VoidReason::Shutdown,
+        let void = |g: &mut G| {
+            g.void()
+                .ok_or_else(|| Refusal::new(ErrorCode::Internal, "nothing to void"))
         };
         let Some(events) = self.apply_internal(void, ctx) else {
             return;
@@ -421,7 +422,7 @@ impl Table {
         let outs = self.cash_outs_of(&events);
         self.broadcast(events);
         let env = self.env.clone();
-        let (id, fence, hand) = (self.id.clone(), self.fence, self.game.hand_no());
+        let (id, fence, hand) = (self.id.clone(), self.fence, self.game.number());
         let outs = Rc::new(outs);
         let write: Write = Rc::new(move |retry| {
             let (env, id, outs) = (env.clone(), id.clone(), outs.clone());
@@ -432,6 +433,19 @@ impl Table {
         });
         self.persist(write, None, ctx);
     }
+}
+
+/// A settlement as the store records it.
+fn boundary_of<R: serde::Serialize>(
+    s: &Settlement<R>,
+    state: serde_json::Value,
+) -> Result<Boundary, serde_json::Error> {
+    Ok(Boundary {
+        number: s.number,
+        seats: s.seats.clone(),
+        result: serde_json::to_value(&s.result)?,
+        state,
+    })
 }
 
 /// One boundary write, run again on a transient failure; its argument says

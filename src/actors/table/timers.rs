@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 
 use super::{Phase, Table};
-use crate::game::PlayerId;
+use crate::chips::PlayerId;
+use crate::games::Game;
 
 /// From the manager's lease watch: this table's lease or the instance's
 /// liveness cannot be proven right now (or the lease was given up), so the
@@ -21,7 +22,7 @@ use crate::game::PlayerId;
 #[rtype(result = "()")]
 pub struct CheckLease;
 
-impl Handler<CheckLease> for Table {
+impl<G: Game> Handler<CheckLease> for Table<G> {
     type Result = ();
 
     fn handle(&mut self, _msg: CheckLease, ctx: &mut Self::Context) {
@@ -35,7 +36,7 @@ impl Handler<CheckLease> for Table {
 #[rtype(result = "()")]
 struct ArmAbsent;
 
-impl Handler<ArmAbsent> for Table {
+impl<G: Game> Handler<ArmAbsent> for Table<G> {
     type Result = ();
 
     fn handle(&mut self, _msg: ArmAbsent, ctx: &mut Self::Context) {
@@ -43,13 +44,13 @@ impl Handler<ArmAbsent> for Table {
     }
 }
 
-impl Table {
-    /// How often the lease is checked again while the table is paused (and
-    /// how often the manager's watch looks at every lease).
-    pub fn lease_check_period(ttl: Duration) -> Duration {
-        (ttl / 10).max(Duration::from_millis(20))
-    }
+/// How often the lease is checked again while a table is paused (and how
+/// often the manager's watch looks at every lease).
+pub fn lease_check_period(ttl: Duration) -> Duration {
+    (ttl / 10).max(Duration::from_millis(20))
+}
 
+impl<G: Game> Table<G> {
     /// How soon a deadline that is due but could not be acted on (a write
     /// under way, the table paused) is tried again.
     fn retry_period(window: Duration) -> Duration {
@@ -83,7 +84,7 @@ impl Table {
     /// Seats were taken or vacated: the idle release runs while nobody is
     /// seated, and is off while someone is.
     pub(super) fn seats_changed(&mut self, ctx: &mut Context<Self>) {
-        if self.game.seats().is_empty() {
+        if self.game.occupants().is_empty() {
             self.empty_since.get_or_insert_with(Instant::now);
             self.arm_idle(ctx);
         } else {
@@ -134,7 +135,7 @@ impl Table {
         if self.recheck_timer.is_some() || !matches!(self.phase, Phase::Paused(_)) {
             return;
         }
-        let every = Self::lease_check_period(self.env.ttl());
+        let every = lease_check_period(self.env.ttl());
         self.recheck_timer = Some(ctx.run_later(every, |act, ctx| {
             act.recheck_timer = None;
             act.check_lease(ctx);

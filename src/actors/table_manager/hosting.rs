@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use tracing::{error, warn};
 
-use crate::game::{Chips, Game, PlayerId};
+use crate::actors::table::{Loaded, Stored};
+use crate::chips::{Chips, PlayerId};
+use crate::games::Occupant;
 use crate::instruments;
 use crate::lease::{HeldLease, LeaseClock, LeaseError};
 use crate::protocol::ClientError;
@@ -100,7 +102,7 @@ pub(super) struct Prepared {
     pub table: TableId,
     pub fence: Fence,
     pub clock: Arc<LeaseClock>,
-    pub game: Game,
+    pub game: Loaded,
 }
 
 /// The table's row, if it belongs to this environment.
@@ -198,7 +200,7 @@ async fn load_under_lease(
     table: &TableId,
     fence: Fence,
     mode: Mode,
-) -> Result<Game, HostError> {
+) -> Result<Loaded, HostError> {
     let stamped = rt
         .store
         .stamp(table, fence, rt.instance_id(), mode == Mode::Recover)
@@ -228,9 +230,19 @@ async fn load_under_lease(
         .await
         .map_err(HostError::unavailable)?
         .into_iter()
-        .map(|s| (s.seat, PlayerId(s.player), s.stack))
+        .map(|s| Occupant {
+            seat: s.seat,
+            player: PlayerId(s.player),
+            stack: s.stack,
+        })
         .collect();
-    Game::resume(stamped.config, stamped.hand_no, stamped.button, seats).map_err(|e| {
+    let stored = Stored {
+        config: &stamped.config,
+        number: stamped.hand_no,
+        state: &stamped.game_state,
+        seats,
+    };
+    rt.games.resume(&stamped.game_kind, stored).map_err(|e| {
         error!(table_id = %table, error = %e, "stored table does not satisfy the rules");
         HostError::unavailable(e)
     })

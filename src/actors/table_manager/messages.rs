@@ -9,21 +9,21 @@ use tracing::{debug, error, info, warn};
 
 use super::hosting::{dispose, release, HostError, Mode};
 use super::{DrainState, Pending, TableManager};
-use crate::actors::table::{Drain, Freeze, ReassertLease, Superseded, Table, TableStopped};
-use crate::game::Chips;
+use crate::actors::table::{Drain, Freeze, ReassertLease, Superseded, TableHandle, TableStopped};
+use crate::chips::Chips;
 use crate::instruments;
 use crate::lease::{HeldLease, RenewOutcome};
 use crate::types::{recorded_freeze, Fence, FreezeReason, StateReason, TableId, TableState};
 
 /// Find the table here, or take its lease and host it.
 #[derive(Message)]
-#[rtype(result = "Result<Addr<Table>, HostError>")]
+#[rtype(result = "Result<TableHandle, HostError>")]
 pub struct LoadOrCreate {
     pub table: TableId,
 }
 
 impl Handler<LoadOrCreate> for TableManager {
-    type Result = ResponseFuture<Result<Addr<Table>, HostError>>;
+    type Result = ResponseFuture<Result<TableHandle, HostError>>;
 
     fn handle(&mut self, msg: LoadOrCreate, ctx: &mut Self::Context) -> Self::Result {
         self.host_answer(msg.table, Mode::Host, ctx)
@@ -33,13 +33,13 @@ impl Handler<LoadOrCreate> for TableManager {
 /// Host a frozen table again: a new lease (the fence floor guarantees a
 /// higher token), the table reopened at its last boundary.
 #[derive(Message)]
-#[rtype(result = "Result<Addr<Table>, HostError>")]
+#[rtype(result = "Result<TableHandle, HostError>")]
 pub struct Recover {
     pub table: TableId,
 }
 
 impl Handler<Recover> for TableManager {
-    type Result = ResponseFuture<Result<Addr<Table>, HostError>>;
+    type Result = ResponseFuture<Result<TableHandle, HostError>>;
 
     fn handle(&mut self, msg: Recover, ctx: &mut Self::Context) -> Self::Result {
         self.host_answer(msg.table, Mode::Recover, ctx)

@@ -20,7 +20,9 @@ pub use messages::{
     MoveOut, Recover, RenewReport,
 };
 
-use super::table::{CheckLease, Freeze, Owner, Refence, RefenceOutcome, Table, TableEnv};
+use super::table::{
+    CheckLease, Freeze, Owner, Refence, RefenceOutcome, TableEnv, TableHandle, TableParts,
+};
 use crate::instruments;
 use crate::lease::{HeldLease, LeaseClock, LeaseError};
 use crate::runtime::Runtime;
@@ -29,7 +31,7 @@ use crate::types::{Fence, FreezeReason, TableId};
 use hosting::{acquire_and_load, release, Mode, Prepared};
 
 struct Hosted {
-    addr: Addr<Table>,
+    addr: TableHandle,
     fence: Fence,
     clock: Arc<LeaseClock>,
     /// The lease is being taken again (re-assert): it is not renewed
@@ -37,7 +39,7 @@ struct Hosted {
     reasserting: bool,
 }
 
-type Waiter = oneshot::Sender<Result<Addr<Table>, HostError>>;
+type Waiter = oneshot::Sender<Result<TableHandle, HostError>>;
 
 /// The callers of a move, and what they are to be told.
 type Mover = (
@@ -152,7 +154,7 @@ impl TableManager {
         table: TableId,
         mode: Mode,
         ctx: &mut Context<Self>,
-    ) -> ResponseFuture<Result<Addr<Table>, HostError>> {
+    ) -> ResponseFuture<Result<TableHandle, HostError>> {
         let (tx, rx) = oneshot::channel();
         self.host_as(table, mode, Some(tx), ctx);
         Box::pin(async move {
@@ -364,7 +366,7 @@ impl TableManager {
         &mut self,
         p: Prepared,
         ctx: &mut Context<Self>,
-    ) -> Result<Addr<Table>, HostError> {
+    ) -> Result<TableHandle, HostError> {
         let lease = HeldLease {
             table: p.table.clone(),
             fence: p.fence,
@@ -382,10 +384,14 @@ impl TableManager {
             stopped: ctx.address().recipient(),
             reassert: ctx.address().recipient(),
         };
-        let (id, fence, game) = (p.table.clone(), p.fence, p.game);
-        let addr = Table::start_in_arbiter(arbiter, move |_| {
-            Table::new(id, fence, TableEnv::of(&rt), clock, owner, game)
-        });
+        let parts = TableParts {
+            id: p.table.clone(),
+            fence: p.fence,
+            env: TableEnv::of(&rt),
+            clock,
+            owner,
+        };
+        let addr = p.game.start(arbiter, parts);
         info!(event = "lease_acquired", table_id = %p.table, fence = p.fence.0, "hosting table");
         self.hosted.insert(
             p.table,
@@ -534,8 +540,9 @@ impl Actor for TableManager {
         // own (it never waits on Redis), so a slow or dead Redis pauses a
         // table before anyone else could take it; one pass over the
         // registry instead of a timer in every table.
-        ctx.run_interval(Table::lease_check_period(self.rt.ttl()), |act, _ctx| {
-            act.watch_leases()
-        });
+        ctx.run_interval(
+            super::table::lease_check_period(self.rt.ttl()),
+            |act, _ctx| act.watch_leases(),
+        );
     }
 }

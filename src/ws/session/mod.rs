@@ -16,7 +16,7 @@ use tracing::debug;
 
 use crate::actors::table::{Outbound, SessionId, Unsubscribe};
 use crate::actors::table_manager::TableManager;
-use crate::game::PlayerId;
+use crate::chips::PlayerId;
 use crate::instruments;
 use crate::protocol::{self, ClientError, ClientFrame, ServerFrame};
 use crate::runtime::Runtime;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use actix_http::ws::CloseCode;
 
-use crate::actors::table::{Act, Join, Leave, Sit, Table, Unsubscribe};
+use crate::actors::table::{Act, Join, Leave, Sit, TableHandle, Unsubscribe};
 use crate::actors::table_manager::{HostError, LoadOrCreate};
 use crate::instruments;
 use crate::protocol::{ClientError, ClientFrame, ServerFrame};
@@ -26,7 +26,7 @@ pub(super) const FAREWELL_GRACE: Duration = Duration::from_secs(1);
 /// How this connection reaches one table it joined.
 pub(super) enum Route {
     /// Hosted by this process.
-    Local(Addr<Table>),
+    Local(TableHandle),
     /// Hosted elsewhere: frames go through a relay to the owner.
     Relay {
         up: Upstream,
@@ -72,7 +72,7 @@ impl Search {
 
 /// What a join found.
 pub(super) enum Joined {
-    Local(Addr<Table>),
+    Local(TableHandle),
     Remote(String),
     /// Following an owner change, the table was found frozen in Postgres.
     Frozen(FreezeReason),
@@ -252,7 +252,7 @@ impl WsSession {
     pub(super) fn farewell_due(
         &mut self,
         table: TableId,
-        addr: Addr<Table>,
+        addr: TableHandle,
         ctx: &mut Context<Self>,
     ) {
         ctx.run_later(FAREWELL_GRACE, move |act, ctx| {
@@ -327,16 +327,12 @@ impl WsSession {
                     .await
                 }
                 ClientFrame::Act {
-                    hand,
-                    decision,
-                    action,
-                    ..
+                    decision, fields, ..
                 } => {
                     addr.send(Act {
                         player,
-                        hand,
                         decision,
-                        action,
+                        fields,
                         received,
                     })
                     .await

@@ -12,10 +12,14 @@ use std::sync::Arc;
 use actix::prelude::*;
 use tracing::warn;
 
+use super::play::Events;
 use super::{Phase, Table};
-use crate::game::{Audience, Event, EventKind, PlayerId, SeatNo};
+use crate::chips::PlayerId;
+use crate::games::{Audience, Game, Role};
 use crate::instruments;
-use crate::protocol::{ClientError, ServerFrame, SnapshotState, TurnClock};
+use crate::protocol::{
+    ClientError, EventFrame, ServerFrame, SnapshotFrame, SnapshotState, TurnClock,
+};
 use crate::types::{ErrorCode, Fence, TableId};
 
 pub type SessionId = u64;
@@ -284,15 +288,7 @@ impl Fanout {
     }
 }
 
-impl Table {
-    fn player_at(&self, seat: SeatNo) -> Option<PlayerId> {
-        self.game
-            .seats()
-            .into_iter()
-            .find(|s| s.seat == seat)
-            .map(|s| s.player)
-    }
-
+impl<G: Game> Table<G> {
     /// What letting go of watchers means here: a too slow one is counted
     /// and logged, and a seated player left with no connection starts the
     /// reconnect window.
@@ -321,17 +317,17 @@ impl Table {
     }
 
     /// Numbers, records and sends the game's events, each to whom may see it.
-    pub(super) fn broadcast(&mut self, events: Vec<Event>) {
+    pub(super) fn broadcast(&mut self, events: Events<G>) {
         for ev in events {
             let only = match ev.to {
-                Audience::All => None,
-                Audience::Seat(seat) => match self.player_at(seat) {
+                Audience::Everyone => None,
+                Audience::Seat(seat) => match self.game.player_at(seat) {
                     Some(p) => Some(p),
                     // Nobody may see an event addressed to an empty seat.
                     None => continue,
                 },
             };
-            let clock = matches!(ev.kind, EventKind::Turn { .. }).then(|| {
+            let clock = (G::role(&ev.event) == Role::Decision).then(|| {
                 let timeout = self.env.action_timeout();
                 let clock = TurnClock {
                     deadline_ms: chrono::Utc::now()
@@ -344,33 +340,27 @@ impl Table {
             });
             let id = &self.id;
             let dropped = self.fanout.publish(only, |seq| {
-                ServerFrame::Event {
-                    table: id,
-                    seq,
-                    event: &ev.kind,
-                    clock,
-                }
-                .to_shared()
+                EventFrame::new(id, seq, &ev.event, clock).to_shared()
             });
             self.let_go(dropped);
         }
     }
 
     fn snapshot_frame(&self, viewer: &PlayerId) -> Arc<str> {
-        ServerFrame::Snapshot {
-            table: &self.id,
-            seq: self.fanout.seq(),
-            state: SnapshotState {
+        SnapshotFrame::new(
+            &self.id,
+            self.fanout.seq(),
+            SnapshotState {
                 table: &self.id,
                 state: self.phase.state(),
                 fence: self.fence,
                 owner: self.env.instance_id(),
-                game_kind: crate::games::holdem::KIND,
-                config: self.game.config(),
+                game_kind: G::KIND,
+                config: self.game.settings(),
                 action_deadline_ms: self.action_deadline_ms,
-                game: self.game.view_for(Some(viewer)),
+                game: self.game.view(self.game.seat_of(viewer)),
             },
-        }
+        )
         .to_shared()
     }
 

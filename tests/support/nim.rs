@@ -2,15 +2,20 @@
 //! turns removing 1 to 3 stones from one pile, and whoever takes the last
 //! stone wins the other's stake. It has no hidden state and no
 //! randomness, so it shows what the runtime owes every game and nothing
-//! the game owes itself; it is what the trait's own tests play.
+//! the game owes itself. It lives in the tests, not in the product: the
+//! trait's tests play it (`tests/games_trait.rs`), and the test server
+//! (`tests/support/test_server.rs`) hosts it beside hold'em through the
+//! same runtime (`tests/hosted_game.rs`).
 
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Audience, Decision, Game, Refusal, Settlement, Told};
-use crate::game::{Chips, SeatNo};
-use crate::types::ErrorCode;
+use pitboss::game::{Chips, PlayerId, SeatNo};
+use pitboss::games::{
+    Audience, Decision, Game, GameKind, Occupant, Refusal, Role, SeatResult, Settlement, Told,
+};
+use pitboss::types::ErrorCode;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NimConfig {
@@ -30,14 +35,21 @@ pub enum NimCommand {
 pub enum NimEvent {
     Seated {
         seat: SeatNo,
-        player: String,
+        player: PlayerId,
     },
     Left {
         seat: SeatNo,
+        player: PlayerId,
+        stack: Chips,
     },
     Started {
         game: u64,
         pile: u32,
+    },
+    Turn {
+        seat: SeatNo,
+        decision: u64,
+        legal: Vec<u32>,
     },
     Took {
         seat: SeatNo,
@@ -48,13 +60,17 @@ pub enum NimEvent {
         game: u64,
         seat: SeatNo,
     },
+    /// The game was abandoned; every stack is as it was before it.
+    Voided {
+        game: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NimView {
     pub pile: u32,
     pub to_act: Option<SeatNo>,
-    pub seats: Vec<(SeatNo, String, Chips)>,
+    pub seats: Vec<(SeatNo, PlayerId, Chips)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -64,8 +80,10 @@ pub struct NimResult {
 
 #[derive(Clone, Debug)]
 struct Player {
-    name: String,
+    name: PlayerId,
     stack: Chips,
+    /// Its stack when the game in progress started.
+    start: Chips,
 }
 
 #[derive(Clone, Debug)]
@@ -89,14 +107,64 @@ impl Nim {
         self.seats.get(usize::from(seat)).and_then(Option::as_ref)
     }
 
-    fn stacks(&self) -> Vec<(SeatNo, Chips)> {
+    fn results(&self) -> Vec<SeatResult> {
         (0..2u8)
-            .filter_map(|s| self.player(s).map(|p| (s, p.stack)))
+            .filter_map(|s| {
+                self.player(s).map(|p| SeatResult {
+                    seat: s,
+                    player: p.name.clone(),
+                    start: p.start,
+                    end: p.stack,
+                })
+            })
             .collect()
+    }
+
+    /// `winner` takes the stake from the other seat; the game is over.
+    fn settle(&mut self, winner: SeatNo) -> Result<Told<NimEvent>, Refusal> {
+        let loser = 1 - winner;
+        let stake = self.config.stake;
+        let paid = self.player(loser).map_or(Chips(0), |p| p.stack.min(stake));
+        let winnings = self
+            .player(winner)
+            .and_then(|p| p.stack.checked_add(paid))
+            .ok_or_else(|| bad(ErrorCode::BadAmount, "the winnings do not fit"))?;
+        if let Some(p) = self.seats[usize::from(loser)].as_mut() {
+            p.stack = p.stack.saturating_sub(paid);
+        }
+        if let Some(p) = self.seats[usize::from(winner)].as_mut() {
+            p.stack = winnings;
+        }
+        self.pile = None;
+        self.settlement = Some(Settlement {
+            number: self.game,
+            seats: self.results(),
+            result: NimResult { winner },
+        });
+        Ok(Told {
+            to: Audience::Everyone,
+            event: NimEvent::Won {
+                game: self.game,
+                seat: winner,
+            },
+        })
+    }
+
+    fn turn(&self) -> Option<Told<NimEvent>> {
+        let open = self.decision()?;
+        Some(Told {
+            to: Audience::Everyone,
+            event: NimEvent::Turn {
+                seat: open.seat,
+                decision: open.number,
+                legal: open.legal,
+            },
+        })
     }
 }
 
 impl Game for Nim {
+    const KIND: GameKind = GameKind::named("nim");
     const CONFIG_FIELDS: &'static [&'static str] = &["pile", "stake"];
 
     type Config = NimConfig;
@@ -135,6 +203,36 @@ impl Game for Nim {
             decision: 0,
             settlement: None,
         })
+    }
+
+    fn resume(
+        config: NimConfig,
+        number: u64,
+        state: &Value,
+        seats: Vec<Occupant>,
+    ) -> Result<Nim, Refusal> {
+        let mut nim = Nim::new(config)?;
+        nim.game = number;
+        // Who moved last (the next game's loser moves first).
+        if let Some(seat) = state.get("to_act").and_then(Value::as_u64) {
+            nim.to_act = SeatNo::try_from(seat.min(1)).unwrap_or(0);
+        }
+        for o in seats {
+            let slot = nim
+                .seats
+                .get_mut(usize::from(o.seat))
+                .ok_or_else(|| bad(ErrorCode::Internal, "a stored seat is out of range"))?;
+            *slot = Some(Player {
+                name: o.player,
+                stack: o.stack,
+                start: o.stack,
+            });
+        }
+        Ok(nim)
+    }
+
+    fn settings(&self) -> &NimConfig {
+        &self.config
     }
 
     fn command(fields: &Map<String, Value>) -> Result<NimCommand, Refusal> {
@@ -179,36 +277,12 @@ impl Game for Nim {
             event: NimEvent::Took { seat, stones, left },
         }];
         if left == 0 {
-            let loser = 1 - seat;
-            let stake = self.config.stake;
-            let paid = self.player(loser).map_or(Chips(0), |p| p.stack.min(stake));
-            let winnings = self
-                .player(seat)
-                .and_then(|p| p.stack.checked_add(paid))
-                .ok_or_else(|| bad(ErrorCode::BadAmount, "the winnings do not fit"))?;
-            if let Some(p) = self.seats[usize::from(loser)].as_mut() {
-                p.stack = p.stack.saturating_sub(paid);
-            }
-            if let Some(p) = self.seats[usize::from(seat)].as_mut() {
-                p.stack = winnings;
-            }
-            self.pile = None;
-            self.settlement = Some(Settlement {
-                number: self.game,
-                stacks: self.stacks(),
-                result: NimResult { winner: seat },
-            });
-            told.push(Told {
-                to: Audience::Everyone,
-                event: NimEvent::Won {
-                    game: self.game,
-                    seat,
-                },
-            });
+            told.push(self.settle(seat)?);
         } else {
             self.pile = Some(left);
             self.to_act = 1 - seat;
             self.decision += 1;
+            told.extend(self.turn());
         }
         Ok(told)
     }
@@ -227,14 +301,15 @@ impl Game for Nim {
             return Err(bad(ErrorCode::SeatTaken, "that seat is taken"));
         }
         *slot = Some(Player {
-            name: player.to_string(),
+            name: PlayerId(player.to_string()),
             stack,
+            start: stack,
         });
         Ok(vec![Told {
             to: Audience::Everyone,
             event: NimEvent::Seated {
                 seat,
-                player: player.to_string(),
+                player: PlayerId(player.to_string()),
             },
         }])
     }
@@ -243,36 +318,120 @@ impl Game for Nim {
         if self.player(seat).is_none() {
             return Err(bad(ErrorCode::NotSeated, "nobody sits there"));
         }
+        // Leaving a game in progress forfeits it: the other seat wins, and
+        // the seat is vacated by the game's result.
+        let mut told = Vec::new();
         if self.pile.is_some() {
-            return Err(bad(ErrorCode::HandInProgress, "a game is in progress"));
+            told.push(self.settle(1 - seat)?);
         }
-        self.seats[usize::from(seat)] = None;
-        Ok(vec![Told {
+        let Some(gone) = self.seats.get_mut(usize::from(seat)).and_then(Option::take) else {
+            return Err(bad(ErrorCode::NotSeated, "nobody sits there"));
+        };
+        told.push(Told {
             to: Audience::Everyone,
-            event: NimEvent::Left { seat },
-        }])
+            event: NimEvent::Left {
+                seat,
+                player: gone.name,
+                stack: gone.stack,
+            },
+        });
+        Ok(told)
     }
 
     fn start(&mut self, _rng: &mut dyn RngCore) -> Option<Vec<Told<NimEvent>>> {
-        let ready = self.pile.is_none()
-            && self.settlement.is_none()
-            && self.seats.iter().flatten().all(|p| !p.stack.is_zero())
-            && self.seats.iter().flatten().count() == 2;
-        if !ready {
+        if !self.can_start() {
             return None;
+        }
+        for p in self.seats.iter_mut().flatten() {
+            p.start = p.stack;
         }
         self.game += 1;
         self.decision += 1;
         // The loser of the last game (or seat 0) moves first.
         self.to_act = if self.game == 1 { 0 } else { 1 - self.to_act };
         self.pile = Some(self.config.pile);
-        Some(vec![Told {
+        let mut told = vec![Told {
             to: Audience::Everyone,
             event: NimEvent::Started {
                 game: self.game,
                 pile: self.config.pile,
             },
+        }];
+        told.extend(self.turn());
+        Some(told)
+    }
+
+    fn can_start(&self) -> bool {
+        self.pile.is_none()
+            && self.settlement.is_none()
+            && self.seats.iter().flatten().all(|p| !p.stack.is_zero())
+            && self.seats.iter().flatten().count() == 2
+    }
+
+    fn void(&mut self) -> Option<Vec<Told<NimEvent>>> {
+        self.pile.take()?;
+        Some(vec![Told {
+            to: Audience::Everyone,
+            event: NimEvent::Voided { game: self.game },
         }])
+    }
+
+    fn unrecorded(settlement: &Settlement<NimResult>) -> Told<NimEvent> {
+        Told {
+            to: Audience::Everyone,
+            event: NimEvent::Voided {
+                game: settlement.number,
+            },
+        }
+    }
+
+    fn number(&self) -> u64 {
+        self.game
+    }
+
+    fn in_progress(&self) -> bool {
+        self.pile.is_some()
+    }
+
+    fn takes_part(&self, seat: SeatNo) -> bool {
+        self.pile.is_some() && self.player(seat).is_some()
+    }
+
+    fn occupants(&self) -> Vec<Occupant> {
+        (0..2u8)
+            .filter_map(|s| {
+                self.player(s).map(|p| Occupant {
+                    seat: s,
+                    player: p.name.clone(),
+                    stack: p.stack,
+                })
+            })
+            .collect()
+    }
+
+    fn announce(&self) -> Option<Told<NimEvent>> {
+        self.turn()
+    }
+
+    fn boundary_state(&self) -> Value {
+        serde_json::json!({ "to_act": self.to_act })
+    }
+
+    fn role(event: &NimEvent) -> Role<'_> {
+        match event {
+            NimEvent::Turn { .. } => Role::Decision,
+            NimEvent::Won { .. } => Role::Result,
+            NimEvent::Left {
+                seat,
+                player,
+                stack,
+            } => Role::Left {
+                seat: *seat,
+                player,
+                stack: *stack,
+            },
+            _ => Role::Plain,
+        }
     }
 
     fn decision(&self) -> Option<Decision<Vec<u32>>> {

@@ -3,20 +3,23 @@
 //! are the ones hold'em clients have always sent and read: an `act` names
 //! its `hand` and `action` (and `amount` for `bet` and `raise`).
 
+/// The properties the `ws_frame` fuzz target and the client-frame property
+/// tests assert on hold'em's frames.
+#[doc(hidden)]
+pub mod frames;
+
 use rand::RngCore;
 use serde_json::{Map, Value};
 
-use super::{Audience, Decision, Game, GameKind, Refusal, Settlement, Told};
+use super::{
+    Audience, Decision, Game, GameKind, Occupant, Refusal, Role, SeatResult, Settlement, Told,
+};
 use crate::game::{
     self, shuffled_deck, Action, Chips, EventKind, GameView, HandSummary, LegalAction, PlayerId,
-    RuleError, SeatNo, TableConfig,
+    RuleError, SeatChips, SeatNo, TableConfig, VoidReason,
 };
-use crate::protocol::client::{chips_field, u64_field};
-use crate::protocol::ClientError;
+use crate::games::fields::{bad_amount, bad_field, chips_field, u64_field};
 use crate::types::ErrorCode;
-
-/// The kind a hold'em table stores.
-pub const KIND: GameKind = GameKind::Holdem;
 
 /// What a seat sends to hold'em.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,21 +45,6 @@ impl Holdem {
         &self.engine
     }
 
-    /// A table rebuilt at a hand boundary, with every hand up to `hand_no`
-    /// already settled.
-    pub fn resume(
-        config: TableConfig,
-        hand_no: u64,
-        button: Option<SeatNo>,
-        seats: Vec<(SeatNo, PlayerId, Chips)>,
-    ) -> Result<Holdem, Refusal> {
-        let engine = game::Game::resume(config, hand_no, button, seats).map_err(refusal)?;
-        Ok(Holdem {
-            engine,
-            settled: hand_no,
-        })
-    }
-
     fn run(&mut self, command: game::Command) -> Result<Vec<Told<EventKind>>, Refusal> {
         let events = self.engine.apply(command).map_err(refusal)?;
         Ok(events.into_iter().map(told).collect())
@@ -66,10 +54,6 @@ impl Holdem {
 /// A rule's refusal, with the code clients have always been told.
 pub fn refusal(e: RuleError) -> Refusal {
     Refusal::new(e.code(), e.to_string())
-}
-
-fn from_client(e: ClientError) -> Refusal {
-    Refusal::new(e.code, e.message)
 }
 
 fn told(e: game::Event) -> Told<EventKind> {
@@ -83,23 +67,21 @@ fn told(e: game::Event) -> Told<EventKind> {
 }
 
 /// The `hand` an `act` frame names.
-pub(crate) fn hand_field(obj: &Map<String, Value>) -> Result<u64, ClientError> {
-    u64_field(obj, "hand")?.ok_or_else(|| ClientError::new(ErrorCode::BadField, "hand is required"))
+fn hand_field(obj: &Map<String, Value>) -> Result<u64, Refusal> {
+    u64_field(obj, "hand")?.ok_or_else(|| bad_field("hand is required"))
 }
 
 /// The `action` (and `amount`) of an `act` frame, with the codes and
 /// messages hold'em clients rely on.
-pub(crate) fn action_field(obj: &Map<String, Value>) -> Result<Action, ClientError> {
-    let bad_field = |m: String| ClientError::new(ErrorCode::BadField, m);
+fn action_field(obj: &Map<String, Value>) -> Result<Action, Refusal> {
     let name = match obj.get("action") {
         Some(Value::String(s)) => s.as_str(),
-        Some(_) => return Err(bad_field("action must be a string".into())),
-        None => return Err(bad_field("action is required".into())),
+        Some(_) => return Err(bad_field("action must be a string")),
+        None => return Err(bad_field("action is required")),
     };
     let amount = || {
-        chips_field(obj, "amount")?.ok_or_else(|| {
-            ClientError::new(ErrorCode::BadAmount, "amount is required for bet and raise")
-        })
+        chips_field(obj, "amount")?
+            .ok_or_else(|| bad_amount("amount is required for bet and raise"))
     };
     Ok(match name {
         "fold" => Action::Fold,
@@ -114,12 +96,11 @@ pub(crate) fn action_field(obj: &Map<String, Value>) -> Result<Action, ClientErr
 
 /// A required chip amount: 1 to 2^63−1.
 fn chips(obj: &Map<String, Value>, name: &str) -> Result<Chips, Refusal> {
-    chips_field(obj, name)
-        .map_err(from_client)?
-        .ok_or_else(|| Refusal::new(ErrorCode::BadField, format!("{name} is required")))
+    chips_field(obj, name)?.ok_or_else(|| bad_field(format!("{name} is required")))
 }
 
 impl Game for Holdem {
+    const KIND: GameKind = GameKind::HOLDEM;
     type Config = TableConfig;
     type Command = HoldemCommand;
     type Event = EventKind;
@@ -143,9 +124,7 @@ impl Game for Holdem {
             Some(Value::Number(n)) if n.as_u64() == Some(0) => Chips(0),
             Some(_) => chips(body, "ante")?,
         };
-        let seats = u64_field(body, "seats")
-            .map_err(from_client)?
-            .ok_or_else(|| Refusal::new(ErrorCode::BadField, "seats is required"))?;
+        let seats = u64_field(body, "seats")?.ok_or_else(|| bad_field("seats is required"))?;
         let config = TableConfig {
             small_blind: chips(body, "small_blind")?,
             big_blind: chips(body, "big_blind")?,
@@ -167,9 +146,40 @@ impl Game for Holdem {
         })
     }
 
+    fn resume(
+        config: TableConfig,
+        number: u64,
+        state: &Value,
+        seats: Vec<Occupant>,
+    ) -> Result<Holdem, Refusal> {
+        let button = match state.get("button") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .and_then(|b| SeatNo::try_from(b).ok())
+                    .ok_or_else(|| {
+                        Refusal::new(ErrorCode::Internal, "a stored button is not a seat")
+                    })?,
+            ),
+        };
+        let seats = seats
+            .into_iter()
+            .map(|o| (o.seat, o.player, o.stack))
+            .collect();
+        let engine = game::Game::resume(config, number, button, seats).map_err(refusal)?;
+        Ok(Holdem {
+            engine,
+            settled: number,
+        })
+    }
+
+    fn settings(&self) -> &TableConfig {
+        self.engine.config()
+    }
+
     fn command(fields: &Map<String, Value>) -> Result<HoldemCommand, Refusal> {
-        let hand = hand_field(fields).map_err(from_client)?;
-        let action = action_field(fields).map_err(from_client)?;
+        let hand = hand_field(fields)?;
+        let action = action_field(fields)?;
         Ok(HoldemCommand::Act { hand, action })
     }
 
@@ -216,6 +226,93 @@ impl Game for Holdem {
         self.run(game::Command::StartHand { deck }).ok()
     }
 
+    fn can_start(&self) -> bool {
+        self.engine.can_start_hand()
+    }
+
+    fn void(&mut self) -> Option<Vec<Told<EventKind>>> {
+        if !self.engine.hand_in_progress() {
+            return None;
+        }
+        self.run(game::Command::VoidHand {
+            reason: VoidReason::Shutdown,
+        })
+        .ok()
+    }
+
+    fn unrecorded(settlement: &Settlement<HandSummary>) -> Told<EventKind> {
+        Told {
+            to: Audience::Everyone,
+            event: EventKind::HandVoided {
+                hand: settlement.number,
+                stacks: settlement
+                    .seats
+                    .iter()
+                    .map(|s| SeatChips {
+                        seat: s.seat,
+                        stack: s.start,
+                    })
+                    .collect(),
+                reason: VoidReason::NotRecorded,
+            },
+        }
+    }
+
+    fn number(&self) -> u64 {
+        self.engine.hand_no()
+    }
+
+    fn in_progress(&self) -> bool {
+        self.engine.hand_in_progress()
+    }
+
+    fn takes_part(&self, seat: SeatNo) -> bool {
+        self.engine.dealt_in(seat)
+    }
+
+    fn occupants(&self) -> Vec<Occupant> {
+        self.engine
+            .seats()
+            .into_iter()
+            .map(|s| Occupant {
+                seat: s.seat,
+                player: s.player,
+                stack: s.stack,
+            })
+            .collect()
+    }
+
+    fn seat_of(&self, player: &PlayerId) -> Option<SeatNo> {
+        self.engine.seat_of(player)
+    }
+
+    fn announce(&self) -> Option<Told<EventKind>> {
+        self.engine.pending_turn().map(told)
+    }
+
+    fn boundary_state(&self) -> Value {
+        serde_json::json!({ "button": self.engine.button() })
+    }
+
+    fn role(event: &EventKind) -> Role<'_> {
+        match event {
+            EventKind::Turn { .. } => Role::Decision,
+            EventKind::Showdown { .. }
+            | EventKind::PotAwarded { .. }
+            | EventKind::HandEnded { .. } => Role::Result,
+            EventKind::Left {
+                seat,
+                player,
+                stack,
+            } => Role::Left {
+                seat: *seat,
+                player,
+                stack: *stack,
+            },
+            _ => Role::Plain,
+        }
+    }
+
     fn decision(&self) -> Option<Decision<Vec<LegalAction>>> {
         Some(Decision {
             seat: self.engine.to_act()?,
@@ -238,10 +335,15 @@ impl Game for Holdem {
         self.settled = summary.hand;
         Some(Settlement {
             number: summary.hand,
-            stacks: summary
+            seats: summary
                 .seats
                 .iter()
-                .map(|s| (s.seat, s.end_stack))
+                .map(|s| SeatResult {
+                    seat: s.seat,
+                    player: s.player.clone(),
+                    start: s.start_stack,
+                    end: s.end_stack,
+                })
                 .collect(),
             result: summary.clone(),
         })

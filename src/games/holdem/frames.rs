@@ -13,9 +13,11 @@
 
 use std::sync::OnceLock;
 
-use super::{parse, ClientFrame};
+use super::{Holdem, HoldemCommand};
 use crate::game::checks::chips_brought;
 use crate::game::{standard_deck, Action, Chips, Command, Game, PlayerId, TableConfig};
+use crate::games::Game as _;
+use crate::protocol::{parse, ClientFrame};
 use crate::types::{ErrorCode, TableId};
 
 /// What `parse` answers when it refuses a frame.
@@ -63,10 +65,21 @@ pub fn check_frame(frame: &ClientFrame) {
     let allowed = |c: Chips| (1..=MAX_AMOUNT).contains(&c.0);
     match frame {
         ClientFrame::Sit { buy_in, .. } => assert!(allowed(*buy_in), "{frame:?}"),
-        ClientFrame::Act {
-            action: Action::Bet(a) | Action::Raise(a),
-            ..
-        } => assert!(allowed(*a), "{frame:?}"),
+        // An act's game fields are hold'em's to read: refused only with a
+        // code `parse` may answer, else an amount within what Postgres
+        // holds.
+        ClientFrame::Act { fields, .. } => match Holdem::command(fields) {
+            Ok(HoldemCommand::Act {
+                action: Action::Bet(a) | Action::Raise(a),
+                ..
+            }) => assert!(allowed(a), "{frame:?}"),
+            Ok(_) => {}
+            Err(e) => {
+                assert!(PARSE_CODES.contains(&e.code), "{frame:?}: {e:?}");
+                assert!(!e.message.is_empty(), "{frame:?}: {e:?}");
+                return;
+            }
+        },
         _ => {}
     }
     apply_everywhere(frame);
@@ -117,16 +130,16 @@ fn command(frame: &ClientFrame, game: &Game, player: &PlayerId) -> Option<Comman
             stack: buy_in,
         }),
         ClientFrame::Act {
-            hand,
-            decision,
-            action,
-            ..
-        } => seat.map(|seat| Command::Act {
-            hand,
-            seat,
-            decision,
-            action,
-        }),
+            decision, fields, ..
+        } => match Holdem::command(&fields) {
+            Ok(HoldemCommand::Act { hand, action }) => seat.map(|seat| Command::Act {
+                hand,
+                seat,
+                decision,
+                action,
+            }),
+            _ => None,
+        },
         ClientFrame::Leave { .. } => seat.map(|seat| Command::Leave { seat }),
         ClientFrame::Join { .. } | ClientFrame::Ping => None,
     }

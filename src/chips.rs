@@ -1,13 +1,14 @@
-//! Chip amounts.
+//! Chip amounts, seats and players: what every game and the runtime
+//! count and name.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 /// A non-negative chip amount. There are deliberately no `Add`/`Sub`
-/// operator impls: every piece of chip arithmetic in the engine goes through
-/// the checked methods so that an overflow becomes a `RuleError` instead of a
-/// wrap or a panic.
+/// operator impls: every piece of chip arithmetic goes through the checked
+/// methods so that an overflow becomes a refusal instead of a wrap or a
+/// panic.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
@@ -45,6 +46,26 @@ impl Chips {
 impl fmt::Display for Chips {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// Seat number, from 0 to the table's seats − 1. Clockwise is increasing
+/// seat number, wrapping from the last seat to seat 0.
+pub type SeatNo = u8;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PlayerId(pub String);
+
+impl std::fmt::Display for PlayerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for PlayerId {
+    fn from(s: &str) -> PlayerId {
+        PlayerId(s.to_string())
     }
 }
 
