@@ -14,8 +14,8 @@ use crate::actors::table_manager::{
 };
 use crate::auth::{expires_at, now_unix};
 use crate::chips::Chips;
-use crate::games::GameKind;
 use crate::games::fields::chips_field;
+use crate::games::GameKind;
 use crate::protocol::ClientError;
 use crate::store::{StoreError, TableRow};
 use crate::types::{valid_player_name, FreezeReason, TableId, TableState};

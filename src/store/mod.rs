@@ -20,10 +20,12 @@ use crate::types::{
 };
 
 mod chips;
+mod fenced;
 mod instances;
 mod tables;
 mod tx;
 
+pub use fenced::TableStore;
 pub use instances::InstanceRow;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");

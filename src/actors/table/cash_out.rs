@@ -7,7 +7,8 @@
 use actix::prelude::*;
 use tracing::{error, info, warn, Instrument};
 
-use super::play::{beside, retry_backoff, settled_on_retry};
+use super::play::{beside, settled_on_retry};
+use super::writer::backoff as retry_backoff;
 use super::{Phase, Table};
 use crate::chips::SeatNo;
 use crate::games::{Game, Refusal, Role};
@@ -57,7 +58,7 @@ impl<G: Game> Table<G> {
     /// there and no hand is dealt (`deal` waits for it): the seat's chips
     /// never play while Postgres may already have paid them out.
     fn cash_out(&mut self, out: CashOut, fence: Fence, retried: bool, ctx: &mut Context<Self>) {
-        let (env, clock, id) = (self.env.clone(), self.clock.clone(), self.id.clone());
+        let (env, clock) = (self.env.clone(), self.clock.clone());
         let outs = vec![out.clone()];
         let fut = beside(
             async move {
@@ -68,8 +69,8 @@ impl<G: Game> Table<G> {
                         tokio::time::sleep(backoff).await;
                     }
                     let retry = retried || tries > 0;
-                    let res = env.store.cash_out(&id, fence, &outs).await;
-                    match settled_on_retry(&env.store, &id, &outs, retry, res).await {
+                    let res = env.store.cash_out(fence, &outs).await;
+                    match settled_on_retry(&env.store, &outs, retry, res).await {
                         Err(e) if e.is_transient() && !clock.is_revoked() => {
                             metrics::counter!(instruments::STORE_WRITE_RETRIES).increment(1);
                             tries = tries.saturating_add(1);

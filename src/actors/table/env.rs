@@ -1,7 +1,8 @@
-//! What a table needs of its process, and nothing more: Postgres for its
-//! fenced writes, this instance's id, the liveness it may deal under, the
-//! drain flag and the table settings. A table is handed no Redis client
-//! and no other actor's settings.
+//! What a table needs of its process, and nothing more: its own fenced
+//! writes ([`TableStore`], its rows only), this instance's id, the liveness
+//! it may deal under, the drain flag and the table settings. A table is
+//! handed no Redis client, no store beyond its own rows and no other
+//! actor's settings.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,12 +11,13 @@ use std::time::{Duration, Instant};
 use crate::config::TableSettings;
 use crate::lease::LeaseClock;
 use crate::runtime::Runtime;
-use crate::store::Store;
+use crate::store::TableStore;
+use crate::types::TableId;
 
 #[derive(Clone)]
 pub struct TableEnv {
     /// Every write a table makes goes through it under the table's fence.
-    pub store: Store,
+    pub store: TableStore,
     pub settings: TableSettings,
     instance_id: Arc<str>,
     liveness: Arc<LeaseClock>,
@@ -24,12 +26,13 @@ pub struct TableEnv {
 }
 
 impl TableEnv {
-    /// A table's share of its process.
-    pub fn of(rt: &Runtime) -> TableEnv {
+    /// Table `table`'s share of its process.
+    pub fn of(rt: &Runtime, table: &TableId) -> TableEnv {
+        let instance_id: Arc<str> = Arc::from(rt.instance_id());
         TableEnv {
-            store: rt.store.clone(),
+            store: TableStore::new(rt.store.clone(), table.clone(), instance_id.clone()),
             settings: rt.settings.table.clone(),
-            instance_id: Arc::from(rt.instance_id()),
+            instance_id,
             liveness: rt.liveness.clone(),
             draining: rt.draining_flag(),
             ttl: rt.ttl(),

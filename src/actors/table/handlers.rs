@@ -8,20 +8,20 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 use tracing::{error, warn};
 
+use super::error::TableError;
 use super::fanout::{SessionId, Subscriber, Watcher};
 use super::play::beside;
 use super::{Phase, Table};
 use crate::chips::{Chips, PlayerId, SeatNo};
 use crate::games::Game;
 use crate::instruments;
-use crate::protocol::ClientError;
 use crate::store::StoreError;
-use crate::types::{ErrorCode, Fence, FreezeReason};
+use crate::types::{Fence, FreezeReason};
 
 /// Subscribe a session; the table sends it a snapshot, or with `since` the
 /// events it missed if they are still kept.
 #[derive(Message)]
-#[rtype(result = "Result<(), ClientError>")]
+#[rtype(result = "Result<(), TableError>")]
 pub struct Join {
     pub session: SessionId,
     pub player: PlayerId,
@@ -30,7 +30,7 @@ pub struct Join {
 }
 
 impl<G: Game> Handler<Join> for Table<G> {
-    type Result = Result<(), ClientError>;
+    type Result = Result<(), TableError>;
 
     fn handle(&mut self, msg: Join, _ctx: &mut Self::Context) -> Self::Result {
         if let Some(e) = self.stopped_error() {
@@ -65,7 +65,7 @@ impl<G: Game> Handler<Unsubscribe> for Table<G> {
 /// and the player is seated once Postgres has recorded it. Acts at the
 /// table never wait behind a buy-in.
 #[derive(Message)]
-#[rtype(result = "Result<(), ClientError>")]
+#[rtype(result = "Result<(), TableError>")]
 pub struct Sit {
     pub player: PlayerId,
     pub seat: SeatNo,
@@ -73,19 +73,19 @@ pub struct Sit {
 }
 
 impl<G: Game> Handler<Sit> for Table<G> {
-    type Result = ResponseActFuture<Self, Result<(), ClientError>>;
+    type Result = ResponseActFuture<Self, Result<(), TableError>>;
 
     fn handle(&mut self, msg: Sit, _ctx: &mut Self::Context) -> Self::Result {
-        let refuse = |e: ClientError| -> Self::Result { Box::pin(fut::ready(Err(e))) };
+        let refuse = |e: TableError| -> Self::Result { Box::pin(fut::ready(Err(e))) };
         if let Err(e) = self.refuse_unless_open() {
             return refuse(e);
         }
         // A buy-in in flight holds its seat and its player.
         if self.buying_in.contains_key(&msg.seat) {
-            return refuse(seat_taken());
+            return refuse(TableError::SeatTaken);
         }
         if self.buying_in.values().any(|p| *p == msg.player) {
-            return refuse(already_seated());
+            return refuse(TableError::AlreadySeated);
         }
         // Validate against a copy first: the wallet is only debited for a
         // sit the rules accept.
@@ -95,13 +95,10 @@ impl<G: Game> Handler<Sit> for Table<G> {
         let cmd = (msg.seat, msg.player.clone(), msg.buy_in);
         self.buying_in.insert(msg.seat, msg.player.clone());
         let env = self.env.clone();
-        let (id, fence) = (self.id.clone(), self.fence);
+        let fence = self.fence;
         let player = msg.player.clone();
-        let fut = beside(async move {
-            env.store
-                .buy_in(&id, fence, msg.seat, &player, msg.buy_in)
-                .await
-        });
+        let fut =
+            beside(async move { env.store.buy_in(fence, msg.seat, &player, msg.buy_in).await });
         Box::pin(fut.into_actor(self).map(move |res, act, ctx| {
             let _g = act.span.clone().entered();
             act.buying_in.remove(&msg.seat);
@@ -122,7 +119,7 @@ impl<G: Game> Table<G> {
         (seat, player, stack): (SeatNo, PlayerId, Chips),
         fence: Fence,
         ctx: &mut Context<Self>,
-    ) -> Result<(), ClientError> {
+    ) -> Result<(), TableError> {
         let sit = move |g: &mut G| g.sit(seat, &player.0, stack);
         match res {
             Ok(_balance) => {
@@ -140,10 +137,7 @@ impl<G: Game> Table<G> {
                         }
                         Err(_) => {
                             error!("the rules refused a sit already paid for at a stopping table");
-                            Err(ClientError::new(
-                                ErrorCode::TableFrozen,
-                                "the buy-in was recorded and the table stopped: the seat holds it",
-                            ))
+                            Err(TableError::SeatHeldWhileStopping)
                         }
                     };
                 }
@@ -157,10 +151,7 @@ impl<G: Game> Table<G> {
                     Err(e) => {
                         error!(error = %e, "the rules refused a sit already paid for; freezing");
                         self.freeze(FreezeReason::InternalError, ctx);
-                        Err(ClientError::new(
-                            ErrorCode::TableFrozen,
-                            "the table is frozen",
-                        ))
+                        Err(TableError::Frozen)
                     }
                 }
             }
@@ -168,48 +159,26 @@ impl<G: Game> Table<G> {
             // the buy-in carried the old one: nothing was recorded, and
             // nobody else owns the table, so the player may try again.
             Err(StoreError::StaleOwnerBoundaryWrite { .. }) if self.fence != fence => {
-                Err(try_buying_in_again())
+                Err(TableError::TryBuyingInAgain)
             }
             Err(e) => Err(sit_refusal(&e).unwrap_or_else(|| {
                 self.on_write_error(e, ctx);
-                ClientError::new(
-                    ErrorCode::TableFrozen,
-                    "the table could not record the buy-in",
-                )
+                TableError::BuyInNotRecorded
             })),
         }
     }
 }
 
-fn seat_taken() -> ClientError {
-    ClientError::new(ErrorCode::SeatTaken, "that seat is taken")
-}
-
-fn already_seated() -> ClientError {
-    ClientError::new(ErrorCode::AlreadySeated, "already seated at this table")
-}
-
-fn try_buying_in_again() -> ClientError {
-    ClientError::new(
-        ErrorCode::Unavailable,
-        "the buy-in could not be recorded right now; try again",
-    )
-}
-
 /// What a sit is told when Postgres refused its buy-in and recorded
 /// nothing; `None` for a failure the table itself must answer (a newer
 /// owner's fence, a broken invariant).
-fn sit_refusal(e: &StoreError) -> Option<ClientError> {
+fn sit_refusal(e: &StoreError) -> Option<TableError> {
     Some(match e {
-        StoreError::InsufficientFunds => {
-            ClientError::new(ErrorCode::InsufficientFunds, "wallet balance is too low")
-        }
-        StoreError::SeatTaken => seat_taken(),
-        StoreError::AlreadySeated => already_seated(),
-        StoreError::WrongState(_) => {
-            ClientError::new(ErrorCode::TableFrozen, "the table is not open")
-        }
-        other if other.is_transient() => try_buying_in_again(),
+        StoreError::InsufficientFunds => TableError::InsufficientFunds,
+        StoreError::SeatTaken => TableError::SeatTaken,
+        StoreError::AlreadySeated => TableError::AlreadySeated,
+        StoreError::WrongState(_) => TableError::NotOpen,
+        other if other.is_transient() => TableError::TryBuyingInAgain,
         _ => return None,
     })
 }
@@ -217,7 +186,7 @@ fn sit_refusal(e: &StoreError) -> Option<ClientError> {
 /// A seat's answer to the open decision: the `act` frame's game fields,
 /// which the table's game parses into its command.
 #[derive(Message)]
-#[rtype(result = "Result<(), ClientError>")]
+#[rtype(result = "Result<(), TableError>")]
 pub struct Act {
     pub player: PlayerId,
     /// The `turn` this action answers.
@@ -228,7 +197,7 @@ pub struct Act {
 }
 
 impl<G: Game> Handler<Act> for Table<G> {
-    type Result = Result<(), ClientError>;
+    type Result = Result<(), TableError>;
 
     fn handle(&mut self, msg: Act, ctx: &mut Self::Context) -> Self::Result {
         let _g = self.span.clone().entered();
@@ -246,13 +215,13 @@ impl<G: Game> Handler<Act> for Table<G> {
 }
 
 #[derive(Message)]
-#[rtype(result = "Result<(), ClientError>")]
+#[rtype(result = "Result<(), TableError>")]
 pub struct Leave {
     pub player: PlayerId,
 }
 
 impl<G: Game> Handler<Leave> for Table<G> {
-    type Result = Result<(), ClientError>;
+    type Result = Result<(), TableError>;
 
     fn handle(&mut self, msg: Leave, ctx: &mut Self::Context) -> Self::Result {
         let _g = self.span.clone().entered();
@@ -362,8 +331,8 @@ impl<G: Game> Handler<Refence> for Table<G> {
         }
         let (tx, rx) = oneshot::channel();
         let env = self.env.clone();
-        let (id, old, new) = (self.id.clone(), self.fence, msg.fence);
-        let fut = async move { env.store.reassert(&id, old, new, env.instance_id()).await };
+        let (old, new) = (self.fence, msg.fence);
+        let fut = async move { env.store.reassert(old, new).await };
         // Waited for, like a boundary write: no write with the old fence
         // can start while Postgres moves to the new one.
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {

@@ -7,14 +7,15 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use tracing::{error, info, warn};
 
+use super::error::TableError;
 use super::fanout::Dismissal;
 use super::{note_stale_write, Phase, ReassertLease, Table};
 use crate::chips::{PlayerId, SeatNo};
 use crate::games::Game;
 use crate::instruments;
-use crate::protocol::{ClientError, ServerFrame};
+use crate::protocol::ServerFrame;
 use crate::store::StoreError;
-use crate::types::{ErrorCode, FreezeReason, PauseReason, StateReason, TableState};
+use crate::types::{FreezeReason, PauseReason, StateReason, TableState};
 
 /// Why a table stops, which decides what Postgres records and what its
 /// watchers are told.
@@ -95,23 +96,15 @@ impl<G: Game> Table<G> {
     pub(super) fn record_and_stop(&mut self, farewell: Farewell, ctx: &mut Context<Self>) {
         let (to, reason) = farewell.recorded();
         let env = self.env.clone();
-        let (id, fence) = (self.id.clone(), self.fence);
+        let fence = self.fence;
         let target = match &farewell {
             Farewell::Moved(target) => Some(target.clone()),
             _ => None,
         };
         let fut = async move {
             match target {
-                Some(target) => {
-                    env.store
-                        .release_to(&id, fence, env.instance_id(), &target)
-                        .await
-                }
-                None => {
-                    env.store
-                        .transition(&id, fence, env.instance_id(), to, reason)
-                        .await
-                }
+                Some(target) => env.store.release_to(fence, &target).await,
+                None => env.store.transition(fence, to, reason).await,
             }
         };
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
@@ -216,14 +209,14 @@ impl<G: Game> Table<G> {
         if first {
             // Operators see the table draining while its hand finishes.
             let env = self.env.clone();
-            let (id, fence) = (self.id.clone(), self.fence);
+            let fence = self.fence;
             let reason = match self.moving_to {
                 Some(_) => StateReason::Moved,
                 None => StateReason::Shutdown,
             };
             let fut = async move {
                 env.store
-                    .transition(&id, fence, env.instance_id(), TableState::Draining, reason)
+                    .transition(fence, TableState::Draining, reason)
                     .await
             };
             // Waited for, so it can never land after the release.
@@ -271,7 +264,7 @@ impl<G: Game> Table<G> {
                 return;
             }
         }
-        if self.phase == Phase::Draining && !self.game.in_progress() && !self.writing {
+        if self.phase == Phase::Draining && !self.game.in_progress() && !self.writer.in_flight() {
             self.finish_drain(ctx);
         }
     }
@@ -303,7 +296,7 @@ impl<G: Game> Table<G> {
     /// One stand-up that writes ends the pass: the next stand-up must see
     /// stacks Postgres has recorded, never a result still being written.
     pub(super) fn check_absent(&mut self, ctx: &mut Context<Self>) {
-        if self.phase != Phase::Open || self.writing {
+        if self.phase != Phase::Open || self.writer.in_flight() {
             return;
         }
         let window = Duration::from_millis(self.env.settings.reconnect_window_ms);
@@ -323,7 +316,7 @@ impl<G: Game> Table<G> {
             if let Err(e) = self.stand_up(seat, ctx) {
                 warn!(error = %e, "could not stand up an absent player");
             }
-            if self.writing {
+            if self.writer.in_flight() {
                 break;
             }
         }
@@ -514,57 +507,36 @@ impl<G: Game> Table<G> {
     }
 
     /// Why a table that no longer plays refuses a client, if it does.
-    pub(super) fn stopped_error(&self) -> Option<ClientError> {
+    pub(super) fn stopped_error(&self) -> Option<TableError> {
         match self.phase {
             Phase::Open | Phase::Draining | Phase::Paused(_) => None,
-            Phase::Frozen(_) => Some(ClientError::new(
-                ErrorCode::TableFrozen,
-                "the table is frozen",
-            )),
-            Phase::Stopping if self.env.is_draining() => Some(ClientError::new(
-                ErrorCode::Draining,
-                "the server is shutting down",
-            )),
-            Phase::Stopping => Some(ClientError::new(
-                ErrorCode::Unavailable,
-                "the table is being released; join it again in a moment",
-            )),
+            Phase::Frozen(_) => Some(TableError::Frozen),
+            Phase::Stopping if self.env.is_draining() => Some(TableError::ShuttingDown),
+            Phase::Stopping => Some(TableError::Releasing),
         }
     }
 
     /// The seat of a player acting at a table that still plays.
-    pub(super) fn live_seat_of(&self, player: &PlayerId) -> Result<SeatNo, ClientError> {
+    pub(super) fn live_seat_of(&self, player: &PlayerId) -> Result<SeatNo, TableError> {
         if let Some(e) = self.stopped_error().or_else(|| self.paused_error()) {
             return Err(e);
         }
-        self.game
-            .seat_of(player)
-            .ok_or_else(|| ClientError::new(ErrorCode::NotSeated, "you have no seat at this table"))
+        self.game.seat_of(player).ok_or(TableError::NotSeated)
     }
 
-    pub(super) fn refuse_unless_open(&self) -> Result<(), ClientError> {
+    pub(super) fn refuse_unless_open(&self) -> Result<(), TableError> {
         match self.phase {
             Phase::Open => Ok(()),
-            Phase::Draining => Err(ClientError::new(
-                ErrorCode::Draining,
-                "the server is shutting down",
-            )),
-            Phase::Paused(_) => Err(self.paused_error().unwrap_or_else(|| {
-                ClientError::new(ErrorCode::Unavailable, "the table is paused")
-            })),
-            _ => Err(self.stopped_error().unwrap_or_else(|| {
-                ClientError::new(ErrorCode::TableFrozen, "the table is frozen")
-            })),
+            Phase::Draining => Err(TableError::ShuttingDown),
+            Phase::Paused(reason) => Err(TableError::Paused(reason)),
+            _ => Err(self.stopped_error().unwrap_or(TableError::Frozen)),
         }
     }
 
     /// Why nobody may act at a paused table.
-    fn paused_error(&self) -> Option<ClientError> {
+    fn paused_error(&self) -> Option<TableError> {
         match self.phase {
-            Phase::Paused(reason) => Some(ClientError::new(
-                ErrorCode::Unavailable,
-                format!("the table is paused ({reason}); it resumes on its own"),
-            )),
+            Phase::Paused(reason) => Some(TableError::Paused(reason)),
             _ => None,
         }
     }

@@ -11,6 +11,7 @@
 
 mod cash_out;
 mod env;
+mod error;
 mod fanout;
 mod handle;
 mod handlers;
@@ -18,8 +19,10 @@ mod lifecycle;
 mod play;
 mod registry;
 mod timers;
+mod writer;
 
 pub use env::TableEnv;
+pub use error::TableError;
 pub use fanout::{Delivery, Outbound, SessionId, Watcher};
 pub use handle::TableHandle;
 pub use handlers::{
@@ -122,17 +125,14 @@ pub struct Table<G: Game> {
     absent: HashMap<PlayerId, Instant>,
     /// Unix millis at which the current action clock runs out.
     action_deadline_ms: Option<i64>,
-    /// A boundary write is in flight; see `persist`.
-    writing: bool,
+    /// The boundary writes, one at a time; see `persist`.
+    writer: writer::Writer,
     /// Buy-ins in flight: the seats they reserve, and for whom.
     buying_in: HashMap<SeatNo, PlayerId>,
     /// Cash-outs in flight: the seats they vacate once recorded.
     cashing_out: HashSet<SeatNo>,
     /// When this table last asked the manager to re-assert its lease.
     reassert_asked: Option<Instant>,
-    /// Players were told `paused` because a boundary write is being
-    /// retried; they are told `resumed` once it lands.
-    write_pause_told: bool,
     /// A move is under way: the instance the table is released to.
     moving_to: Option<String>,
     /// How this stopping copy ends once its buy-ins in flight have an
@@ -194,13 +194,12 @@ impl<G: Game> Table<G> {
             empty_since,
             absent,
             action_deadline_ms: None,
-            writing: false,
+            writer: writer::Writer::default(),
             buying_in: HashMap::new(),
             cashing_out: HashSet::new(),
             reassert_asked: None,
             moving_to: None,
             ending: None,
-            write_pause_told: false,
             span,
         }
     }

@@ -4,19 +4,20 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::future::LocalBoxFuture;
 
 use actix::prelude::*;
 use tracing::{error, info, warn};
 
+use super::writer::{self, Next};
 use super::{note_stale_write, Phase, Table};
 use crate::chips::SeatNo;
 use crate::games::{Game, Refusal, Role, Settlement, Told};
 use crate::instruments;
-use crate::store::{Boundary, CashOut, Store, StoreError};
-use crate::types::{ErrorCode, FreezeReason, PauseReason, TableId};
+use crate::store::{Boundary, CashOut, StoreError, TableStore};
+use crate::types::{ErrorCode, FreezeReason, PauseReason};
 
 /// The events one change of a game's state produced.
 pub(super) type Events<G> = Vec<Told<<G as Game>::Event>>;
@@ -184,17 +185,12 @@ impl<G: Game> Table<G> {
             }
         };
         let env = self.env.clone();
-        let (id, fence) = (self.id.clone(), self.fence);
+        let fence = self.fence;
         let (boundary, outs) = (Rc::new(boundary), Rc::new(outs));
         let write: Write = Rc::new(move |retry| {
-            let (env, id, boundary, outs) =
-                (env.clone(), id.clone(), boundary.clone(), outs.clone());
+            let (env, boundary, outs) = (env.clone(), boundary.clone(), outs.clone());
             Box::pin(async move {
-                match env
-                    .store
-                    .write_boundary(&id, fence, env.instance_id(), &boundary, &outs)
-                    .await
-                {
+                match env.store.write_boundary(fence, &boundary, &outs).await {
                     // An earlier try committed and only its answer was
                     // lost: the fence check passed, so the boundary is ours.
                     Err(StoreError::HandAlreadyApplied(_)) if retry => {}
@@ -209,7 +205,7 @@ impl<G: Game> Table<G> {
 
     /// Runs one boundary write, holding the table still until it commits:
     /// no message is handled meanwhile, and nothing else that writes may
-    /// start (`writing`), so a later write never runs ahead of the one it
+    /// start (`Writer::in_flight`), so a later write never runs ahead of the one it
     /// depends on (actix runs queued `wait` futures last-in first-out).
     ///
     /// A transient failure (Postgres unreachable, a budget ran out) is
@@ -223,7 +219,7 @@ impl<G: Game> Table<G> {
         told: Option<Outcome<G>>,
         ctx: &mut Context<Self>,
     ) {
-        self.writing = true;
+        self.writer.begin();
         self.attempt(write, told, 0, ctx);
     }
 
@@ -234,7 +230,7 @@ impl<G: Game> Table<G> {
         tries: u32,
         ctx: &mut Context<Self>,
     ) {
-        let backoff = retry_backoff(tries);
+        let backoff = writer::backoff(tries);
         let run = write.clone();
         let fut = async move {
             if !backoff.is_zero() {
@@ -244,26 +240,32 @@ impl<G: Game> Table<G> {
         };
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
             let _g = act.span.clone().entered();
-            match res {
-                Err(e) if e.is_transient() && !act.clock.is_revoked() => {
+            let transient = res.as_ref().is_err_and(StoreError::is_transient);
+            let next = act.writer.answered(transient, act.clock.is_revoked(), tries);
+            let resume = match next {
+                Next::Retry { tries, tell_paused } => {
                     metrics::counter!(instruments::STORE_WRITE_RETRIES).increment(1);
-                    warn!(event = "store_write_retry", error = %e, tries = tries + 1, "boundary write failed; trying again");
-                    if !std::mem::replace(&mut act.write_pause_told, true) {
+                    if let Err(e) = &res {
+                        warn!(event = "store_write_retry", error = %e, tries, "boundary write failed; trying again");
+                    }
+                    if tell_paused {
                         act.tell_paused(PauseReason::StoreUnreachable);
                     }
-                    act.attempt(write, told, tries.saturating_add(1), ctx);
+                    act.attempt(write, told, tries, ctx);
+                    return;
                 }
+                Next::Done { resume } => resume,
+            };
+            match res {
                 Ok(()) => {
-                    act.writing = false;
                     if let Some(told) = told {
                         act.broadcast(told.result);
                     }
-                    act.end_write_pause(ctx);
+                    act.end_write_pause(resume, ctx);
                     act.after_boundary(ctx);
                 }
                 Err(e) => {
-                    act.writing = false;
-                    act.end_write_pause(ctx);
+                    act.end_write_pause(resume, ctx);
                     // A refused write changed nothing: the hand is void. A
                     // transient failure given up on (the lease is gone) may
                     // or may not have landed, so nothing is claimed about it
@@ -282,9 +284,9 @@ impl<G: Game> Table<G> {
     }
 
     /// After a retried write has an outcome, players who were told the table
-    /// paused learn that it goes on.
-    fn end_write_pause(&mut self, ctx: &mut Context<Self>) {
-        if std::mem::take(&mut self.write_pause_told) && self.phase == Phase::Open {
+    /// paused (`resume`) learn that it goes on.
+    fn end_write_pause(&mut self, resume: bool, ctx: &mut Context<Self>) {
+        if resume && self.phase == Phase::Open {
             info!(event = "table_resumed", "boundary recorded; table resumed");
             self.send_resumed();
             self.restart_clock(ctx);
@@ -422,13 +424,13 @@ impl<G: Game> Table<G> {
         let outs = self.cash_outs_of(&events);
         self.broadcast(events);
         let env = self.env.clone();
-        let (id, fence, hand) = (self.id.clone(), self.fence, self.game.number());
+        let (fence, hand) = (self.fence, self.game.number());
         let outs = Rc::new(outs);
         let write: Write = Rc::new(move |retry| {
-            let (env, id, outs) = (env.clone(), id.clone(), outs.clone());
+            let (env, outs) = (env.clone(), outs.clone());
             Box::pin(async move {
-                let res = env.store.record_void(&id, fence, hand, &outs).await;
-                settled_on_retry(&env.store, &id, &outs, retry, res).await
+                let res = env.store.record_void(fence, hand, &outs).await;
+                settled_on_retry(&env.store, &outs, retry, res).await
             })
         });
         self.persist(write, None, ctx);
@@ -471,27 +473,17 @@ pub(super) fn beside<T: 'static>(
     }
 }
 
-/// 0 before the first try, then 100 ms doubling up to 2 s.
-pub(super) fn retry_backoff(tries: u32) -> Duration {
-    if tries == 0 {
-        return Duration::ZERO;
-    }
-    let ms = 100u64.saturating_mul(1 << tries.saturating_sub(1).min(5));
-    Duration::from_millis(ms.min(2000))
-}
-
 /// A retried cash-out whose seats are already vacated was committed by an
 /// earlier try whose answer was lost: that is its success.
 pub(super) async fn settled_on_retry(
-    store: &Store,
-    id: &TableId,
+    store: &TableStore,
     outs: &[CashOut],
     retry: bool,
     res: Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     match res {
         Err(StoreError::Inconsistent(_)) if retry && !outs.is_empty() => {
-            if store.all_vacated(id, outs).await? {
+            if store.all_vacated(outs).await? {
                 Ok(())
             } else {
                 res

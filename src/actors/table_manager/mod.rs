@@ -387,7 +387,7 @@ impl TableManager {
         let parts = TableParts {
             id: p.table.clone(),
             fence: p.fence,
-            env: TableEnv::of(&rt),
+            env: TableEnv::of(&rt, &p.table),
             clock,
             owner,
         };

@@ -119,9 +119,12 @@ impl WsSession {
                 Err(e) => return Err(ClientError::from(e)),
             };
             // The copy stopped between the manager's answer and this join.
-            addr.send(join).await.map_err(|_| {
-                ClientError::new(ErrorCode::Unavailable, "the table stopped here; join again")
-            })??;
+            addr.send(join)
+                .await
+                .map_err(|_| {
+                    ClientError::new(ErrorCode::Unavailable, "the table stopped here; join again")
+                })?
+                .map_err(ClientError::from)?;
             Ok::<_, ClientError>(Joined::Local(addr))
         };
         let done = fut.into_actor(self).map(move |res, act, ctx| {
@@ -343,7 +346,8 @@ impl WsSession {
             // The copy stopped before answering: every way a table stops
             // tells its watchers (`frozen`, `released`, the next hosting's
             // snapshot), and that farewell is the answer.
-            sent.map(|answer| answer.map_err(Some)).unwrap_or(Err(None))
+            sent.map(|answer| answer.map_err(|e| Some(ClientError::from(e))))
+                .unwrap_or(Err(None))
         };
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| match res {
             Ok(()) => {}

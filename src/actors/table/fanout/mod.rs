@@ -12,15 +12,14 @@ use std::sync::Arc;
 use actix::prelude::*;
 use tracing::warn;
 
+use super::error::TableError;
 use super::play::Events;
 use super::{Phase, Table};
 use crate::chips::PlayerId;
 use crate::games::{Audience, Game, Role};
 use crate::instruments;
-use crate::protocol::{
-    ClientError, EventFrame, ServerFrame, SnapshotFrame, SnapshotState, TurnClock,
-};
-use crate::types::{ErrorCode, Fence, TableId};
+use crate::protocol::{EventFrame, ServerFrame, SnapshotFrame, SnapshotState, TurnClock};
+use crate::types::{Fence, TableId};
 
 pub type SessionId = u64;
 
@@ -372,7 +371,7 @@ impl<G: Game> Table<G> {
         session: SessionId,
         sub: Subscriber,
         since: Option<u64>,
-    ) -> Result<(), ClientError> {
+    ) -> Result<(), TableError> {
         let player = sub.player.clone();
         let snapshot = self.snapshot_frame(&player);
         let paused = match self.phase {
@@ -393,16 +392,10 @@ impl<G: Game> Table<G> {
                 self.absent.remove(&player);
                 Ok(())
             }
-            Err(Refused::Gone) => Err(ClientError::new(
-                ErrorCode::Unavailable,
-                "the connection is gone",
-            )),
+            Err(Refused::Gone) => Err(TableError::ConnectionGone),
             Err(Refused::TooSlow) => {
                 metrics::counter!(instruments::WS_SLOW_CLIENTS_DROPPED).increment(1);
-                Err(ClientError::new(
-                    ErrorCode::TooSlow,
-                    "the connection is not reading",
-                ))
+                Err(TableError::TooSlow)
             }
         }
     }
