@@ -25,7 +25,7 @@ impl<G: Game> Table<G> {
         seat: SeatNo,
         ctx: &mut Context<Self>,
     ) -> Result<(), Refusal> {
-        if self.cashing_out.contains(&seat) {
+        if self.side.is_cashing_out(seat) {
             return Ok(());
         }
         if self.game.takes_part(seat) {
@@ -44,7 +44,7 @@ impl<G: Game> Table<G> {
             player: info.player,
             stack: info.stack,
         };
-        self.cashing_out.insert(seat);
+        self.side.start_cash_out(seat);
         self.cash_out(out, self.fence, false, ctx);
         Ok(())
     }
@@ -112,7 +112,7 @@ impl<G: Game> Table<G> {
                 return;
             }
         }
-        self.cashing_out.remove(&out.seat);
+        self.side.cash_out_done(out.seat);
         if let Err(e) = res {
             self.on_write_error(e, ctx);
             return;
@@ -152,7 +152,7 @@ impl<G: Game> Table<G> {
     /// still scheduled goes on its timer), a drain.
     fn after_cash_out(&mut self, ctx: &mut Context<Self>) {
         self.seats_changed(ctx);
-        if !self.cashing_out.is_empty() {
+        if self.side.cash_outs() > 0 {
             return;
         }
         if self.next_hand_timer.is_none() {

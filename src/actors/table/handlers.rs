@@ -81,19 +81,16 @@ impl<G: Game> Handler<Sit> for Table<G> {
             return refuse(e);
         }
         // A buy-in in flight holds its seat and its player.
-        if self.buying_in.contains_key(&msg.seat) {
-            return refuse(TableError::SeatTaken);
-        }
-        if self.buying_in.values().any(|p| *p == msg.player) {
-            return refuse(TableError::AlreadySeated);
+        if let Err(e) = self.side.reserve_buy_in(msg.seat, &msg.player) {
+            return refuse(e);
         }
         // Validate against a copy first: the wallet is only debited for a
         // sit the rules accept.
         if let Err(e) = self.game.clone().sit(msg.seat, &msg.player.0, msg.buy_in) {
+            self.side.buy_in_done(msg.seat);
             return refuse(e.into());
         }
         let cmd = (msg.seat, msg.player.clone(), msg.buy_in);
-        self.buying_in.insert(msg.seat, msg.player.clone());
         let env = self.env.clone();
         let fence = self.fence;
         let player = msg.player.clone();
@@ -101,7 +98,7 @@ impl<G: Game> Handler<Sit> for Table<G> {
             beside(async move { env.store.buy_in(fence, msg.seat, &player, msg.buy_in).await });
         Box::pin(fut.into_actor(self).map(move |res, act, ctx| {
             let _g = act.span.clone().entered();
-            act.buying_in.remove(&msg.seat);
+            act.side.buy_in_done(msg.seat);
             let told = act.bought_in(res, cmd, fence, ctx);
             // A drain or an idle release waits for buy-ins in flight.
             act.after_side_write(ctx);

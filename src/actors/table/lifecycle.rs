@@ -72,9 +72,9 @@ impl<G: Game> Table<G> {
     /// Postgres recorded is answered as such (the seat is the player's,
     /// wherever the table is hosted next) instead of being cut off.
     pub(super) fn end_when_settled(&mut self, ending: Ending, ctx: &mut Context<Self>) {
-        if !self.buying_in.is_empty() {
+        if self.side.buy_ins() > 0 {
             info!(
-                buy_ins = self.buying_in.len(),
+                buy_ins = self.side.buy_ins(),
                 "stopping once the buy-ins in flight have an outcome"
             );
             self.ending = Some(ending);
@@ -241,10 +241,7 @@ impl<G: Game> Table<G> {
     pub(super) fn finish_drain(&mut self, ctx: &mut Context<Self>) {
         // Buy-ins and cash-outs in flight finish first (`after_side_write`
         // comes back here).
-        if self.phase != Phase::Draining
-            || !self.buying_in.is_empty()
-            || !self.cashing_out.is_empty()
-        {
+        if self.phase != Phase::Draining || !self.side.is_idle() {
             return;
         }
         self.set_phase(Phase::Stopping);
@@ -258,7 +255,7 @@ impl<G: Game> Table<G> {
     /// A buy-in or a cash-out has an outcome: a drain that waited for it
     /// goes on.
     pub(super) fn after_side_write(&mut self, ctx: &mut Context<Self>) {
-        if self.buying_in.is_empty() {
+        if self.side.buy_ins() == 0 {
             if let Some(ending) = self.ending.take() {
                 self.end_when_settled(ending, ctx);
                 return;
@@ -276,7 +273,7 @@ impl<G: Game> Table<G> {
         if self.phase != Phase::Open
             || self.game.in_progress()
             || !self.game.occupants().is_empty()
-            || !self.buying_in.is_empty()
+            || self.side.buy_ins() > 0
             || since.elapsed() < self.env.idle_evict()
         {
             return;

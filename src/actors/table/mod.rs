@@ -18,6 +18,7 @@ mod handlers;
 mod lifecycle;
 mod play;
 mod registry;
+mod side_writes;
 mod timers;
 mod writer;
 
@@ -31,14 +32,14 @@ pub use handlers::{
 pub use registry::{Games, Loaded, Stored, TableParts};
 pub use timers::{lease_check_period, CheckLease};
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
 use tracing::{info, warn};
 
-use crate::chips::{PlayerId, SeatNo};
+use crate::chips::PlayerId;
 use crate::games::Game;
 use crate::instruments;
 use crate::lease::LeaseClock;
@@ -127,10 +128,8 @@ pub struct Table<G: Game> {
     action_deadline_ms: Option<i64>,
     /// The boundary writes, one at a time; see `persist`.
     writer: writer::Writer,
-    /// Buy-ins in flight: the seats they reserve, and for whom.
-    buying_in: HashMap<SeatNo, PlayerId>,
-    /// Cash-outs in flight: the seats they vacate once recorded.
-    cashing_out: HashSet<SeatNo>,
+    /// Buy-ins and cash-outs in flight, beside the game.
+    side: side_writes::SideWrites,
     /// When this table last asked the manager to re-assert its lease.
     reassert_asked: Option<Instant>,
     /// A move is under way: the instance the table is released to.
@@ -195,8 +194,7 @@ impl<G: Game> Table<G> {
             absent,
             action_deadline_ms: None,
             writer: writer::Writer::default(),
-            buying_in: HashMap::new(),
-            cashing_out: HashSet::new(),
+            side: side_writes::SideWrites::default(),
             reassert_asked: None,
             moving_to: None,
             ending: None,

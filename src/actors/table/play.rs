@@ -354,7 +354,7 @@ impl<G: Game> Table<G> {
         }
         // A seat being cashed out must not be dealt in: the deal goes once
         // no cash-out is in flight (`after_cash_out`).
-        if !self.cashing_out.is_empty() {
+        if self.side.cash_outs() > 0 {
             return;
         }
         // The hand is prepared on a copy first, so that the lease check
