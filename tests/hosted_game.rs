@@ -88,7 +88,7 @@ async fn a_game_the_runtime_does_not_know_is_played_direct_and_relayed_and_drain
     let cfg = ServerConfig::new(&db, &env)
         .with_test_games()
         .with_env("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "1000")
-        .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "3000");
+        .with_env("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "5000");
     let a = Server::start(cfg.clone().with_instance("nim-a")).await;
     let b = Server::start(cfg.with_instance("nim-b")).await;
 
@@ -173,9 +173,9 @@ async fn a_game_the_runtime_does_not_know_is_played_direct_and_relayed_and_drain
     );
     assert_eq!(a.audit().await["delta"], 0);
 
-    // The owner drains between games; the table goes to the other
-    // instance. bob's relayed connection follows it there; alice, whose
-    // instance is gone, joins again at the other one.
+    // The owner drains between games (the next one is 5 s away); the table
+    // goes to the other instance. bob's relayed connection follows it
+    // there; alice, whose instance is gone, joins again at the other one.
     b.sigterm();
     assert!(b.wait_exit(WAIT).await.is_some(), "the owner exited");
     let moved = bob
