@@ -1,11 +1,10 @@
 -- Boundaries are the game's, not poker's: a hand's end, a game's end. The
--- rows hold'em wrote as `hands` become `boundaries` (the boundary's number,
--- the game's result as JSON), and `hands` stays readable as a view of them.
-ALTER TABLE hands RENAME TO boundaries;
-ALTER TABLE boundaries RENAME COLUMN hand_no TO number;
-ALTER TABLE boundaries RENAME CONSTRAINT hands_pkey TO boundaries_pkey;
-CREATE VIEW hands AS
-    SELECT table_id, number AS hand_no, fence, owner, result, created_at FROM boundaries;
+-- `hands` table already holds what any game records at one (the table, the
+-- boundary's number, the fence, the owner, the game's result as JSON) and
+-- keeps its name, key and columns; `boundaries` reads it under names that
+-- fit every game.
+CREATE VIEW boundaries AS
+    SELECT table_id, hand_no AS number, fence, owner, result, created_at FROM hands;
 
 -- What a game keeps across boundaries besides seats and stacks (hold'em's
 -- button), as the game records it. `button` stays readable, derived from it.

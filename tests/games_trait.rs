@@ -52,7 +52,10 @@ fn nim_refuses_out_of_turn_stale_and_illegal_takes_and_changes_nothing() {
     game.sit(1, "bob", Chips(3)).unwrap();
     let events = game.start(&mut rng).unwrap();
     assert_eq!(events[0].event, NimEvent::Started { game: 1, pile: 5 });
-    assert_eq!(Nim::role(&events[1].event), Role::Decision);
+    assert_eq!(
+        Nim::role(&events[1].event),
+        Role::Decision { seat: 0, number: 1 }
+    );
     let open = game.decision().unwrap();
     assert_eq!((open.seat, open.legal), (0, vec![1, 2, 3]));
     let take = |n| NimCommand::Take(n);

@@ -33,12 +33,12 @@ async fn freeze(server: &Server, table: &str) -> Value {
     .expect("the owner's copy stopped")
 }
 
-/// Makes every boundary write of the test database fail for good (a check no
+/// Makes every hand write of the test database fail for good (a check no
 /// hand satisfies), so the next hand's end freezes its table with
 /// `store_error`; dropped again by [`allow_hands`].
 async fn refuse_hands(pool: &sqlx::PgPool) {
     sqlx::query(
-        "ALTER TABLE boundaries ADD CONSTRAINT test_refuses_hands CHECK (number < 0) NOT VALID",
+        "ALTER TABLE hands ADD CONSTRAINT test_refuses_hands CHECK (hand_no < 0) NOT VALID",
     )
     .execute(pool)
     .await
@@ -46,7 +46,7 @@ async fn refuse_hands(pool: &sqlx::PgPool) {
 }
 
 async fn allow_hands(pool: &sqlx::PgPool) {
-    sqlx::query("ALTER TABLE boundaries DROP CONSTRAINT test_refuses_hands")
+    sqlx::query("ALTER TABLE hands DROP CONSTRAINT test_refuses_hands")
         .execute(pool)
         .await
         .expect("drop the check");

@@ -86,18 +86,30 @@ pub fn play<G: Game>(
     settled
 }
 
-/// An open decision after `events` is announced by one of them.
+/// An open decision after `events` is announced by the last of them that
+/// announces one, naming its seat and number, and `announce` names it
+/// again; with none open, nothing announces one.
 fn check_announced<G: Game>(game: &G, events: &[Told<G::Event>]) {
-    if let Some(open) = game.decision() {
-        assert!(
-            events.iter().any(|e| G::role(&e.event) == Role::Decision),
-            "decision {} for seat {} opened unannounced: {events:?}",
-            open.number,
-            open.seat
-        );
-        let again = game
-            .announce()
-            .expect("an open decision can be announced again");
-        assert_eq!(G::role(&again.event), Role::Decision);
+    let announced = events.iter().rev().find_map(|e| match G::role(&e.event) {
+        Role::Decision { seat, number } => Some((seat, number)),
+        _ => None,
+    });
+    match game.decision() {
+        Some(open) => {
+            let role = Role::Decision {
+                seat: open.seat,
+                number: open.number,
+            };
+            assert_eq!(
+                announced,
+                Some((open.seat, open.number)),
+                "the open decision is announced: {events:?}"
+            );
+            let again = game
+                .announce()
+                .expect("an open decision can be announced again");
+            assert_eq!(G::role(&again.event), role);
+        }
+        None => assert!(game.announce().is_none(), "nothing open, nothing announced"),
     }
 }

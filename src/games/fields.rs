@@ -16,6 +16,22 @@ pub fn bad_amount(message: impl Into<String>) -> Refusal {
     Refusal::new(ErrorCode::BadAmount, message)
 }
 
+/// Refuses a field that is not one of `known`, listing them.
+pub fn only_fields(obj: &Map<String, Value>, known: &[&str]) -> Result<(), Refusal> {
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(bad_field(format!(
+            "unknown field {k:?}; expected {}",
+            known.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A required chip amount, 1 to 2^63−1 (see [`chips_field`]).
+pub fn required_chips(obj: &Map<String, Value>, name: &str) -> Result<Chips, Refusal> {
+    chips_field(obj, name)?.ok_or_else(|| bad_field(format!("{name} is required")))
+}
+
 /// A whole number ≥ 0, or `None` when absent or `null`.
 pub fn u64_field(obj: &Map<String, Value>, name: &str) -> Result<Option<u64>, Refusal> {
     match obj.get(name) {

@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::chips::{Chips, PlayerId, SeatNo};
@@ -63,23 +63,9 @@ impl GameKind {
     }
 }
 
-impl Default for GameKind {
-    fn default() -> GameKind {
-        GameKind::HOLDEM
-    }
-}
-
 impl Serialize for GameKind {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for GameKind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<GameKind, D::Error> {
-        let raw = String::deserialize(d)?;
-        GameKind::parse(&raw)
-            .ok_or_else(|| serde::de::Error::custom(format!("{raw:?} is not a game's name")))
     }
 }
 
@@ -175,9 +161,10 @@ pub struct Occupant {
 pub enum Role<'a> {
     /// Nothing the runtime acts on.
     Plain,
-    /// It announces the open decision: the runtime arms the action clock
-    /// and adds the clock's deadline to its frame.
-    Decision,
+    /// It announces the open decision, `seat` to answer decision `number`:
+    /// the runtime arms the action clock for it and adds the clock's
+    /// deadline to its frame.
+    Decision { seat: SeatNo, number: u64 },
     /// The first event of a boundary's result: it and every event after it
     /// in the same batch are held back until Postgres has recorded the
     /// settlement (I9).

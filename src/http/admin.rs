@@ -14,8 +14,7 @@ use crate::actors::table_manager::{
 };
 use crate::auth::{expires_at, now_unix};
 use crate::chips::Chips;
-use crate::games::fields::chips_field;
-use crate::games::GameKind;
+use crate::games::{fields, GameKind, Refusal};
 use crate::protocol::ClientError;
 use crate::store::{StoreError, TableRow};
 use crate::types::{valid_player_name, FreezeReason, TableId, TableState};
@@ -176,13 +175,7 @@ pub fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
 }
 
 pub fn only_fields(obj: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
-    match obj.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(ApiError::bad_request(
-            "bad_field",
-            &format!("unknown field {k:?}; expected {}", known.join(", ")),
-        )),
-        None => Ok(()),
-    }
+    fields::only_fields(obj, known).map_err(|e| bad_request(e.into()))
 }
 
 fn bad_request(e: ClientError) -> ApiError {
@@ -194,21 +187,13 @@ fn bad_request(e: ClientError) -> ApiError {
 /// Postgres stores; a field the game does not know is refused, listing
 /// `game` and the game's fields.
 pub fn table_spec(games: &Games, body: &[u8]) -> Result<(GameKind, Value), ApiError> {
+    let refused = |e: Refusal| bad_request(e.into());
     let mut obj = json_object(body)?;
-    let unknown = |shown: &str| {
-        ApiError::bad_request(
-            "bad_field",
-            &format!(
-                "game {shown} is not one this server hosts; expected one of {}",
-                games.names()
-            ),
-        )
-    };
     let kind = match obj.remove("game") {
         None | Some(Value::Null) => GameKind::HOLDEM,
-        Some(Value::String(name)) => GameKind::parse(&name)
-            .filter(|k| games.hosts(k))
-            .ok_or_else(|| unknown(&format!("{name:?}")))?,
+        Some(Value::String(name)) => {
+            GameKind::parse(&name).ok_or_else(|| refused(games.not_hosted(&name)))?
+        }
         Some(_) => {
             return Err(ApiError::bad_request(
                 "bad_field",
@@ -216,24 +201,13 @@ pub fn table_spec(games: &Games, body: &[u8]) -> Result<(GameKind, Value), ApiEr
             ))
         }
     };
-    let fields = games
-        .config_fields(&kind)
-        .ok_or_else(|| unknown(&format!("{:?}", kind.as_str())))?;
-    let known: Vec<&str> = std::iter::once("game")
-        .chain(fields.iter().copied())
-        .collect();
-    only_fields(&obj, &known)?;
-    let config = games
-        .configure(&kind, &obj)
-        .map_err(|e| ApiError::bad_request(e.code.as_str(), &e.message))?;
+    let config = games.configure(&kind, &obj).map_err(refused)?;
     Ok((kind, config))
 }
 
 /// A required chip amount: 1 to 2^63−1.
 fn chips(obj: &Map<String, Value>, name: &str) -> Result<Chips, ApiError> {
-    chips_field(obj, name)
-        .map_err(|e| bad_request(e.into()))?
-        .ok_or_else(|| ApiError::bad_request("bad_field", &format!("{name} is required")))
+    fields::required_chips(obj, name).map_err(|e| bad_request(e.into()))
 }
 
 async fn create_table(

@@ -127,7 +127,7 @@ impl Store {
         }
         let mut tx = self.pool.begin().await?;
         lock_fenced(&mut tx, id, fence).await?;
-        sqlx::query("INSERT INTO boundaries (table_id, number, fence, owner, result) VALUES ($1, $2, $3, $4, $5)")
+        sqlx::query("INSERT INTO hands (table_id, hand_no, fence, owner, result) VALUES ($1, $2, $3, $4, $5)")
             .bind(id.as_str())
             .bind(hand_db)
             .bind(fence.as_db())

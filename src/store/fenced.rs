@@ -27,10 +27,6 @@ impl TableStore {
         }
     }
 
-    pub fn table(&self) -> &TableId {
-        &self.table
-    }
-
     /// Wallet → stack for `player` taking `seat` ([`Store::buy_in`]).
     pub async fn buy_in(
         &self,

@@ -14,7 +14,7 @@ use sqlx::Row;
 
 use crate::chips::{Chips, PlayerId, SeatNo};
 use crate::games::GameKind;
-use crate::games::SeatResult;
+use crate::games::{SeatResult, Settlement};
 use crate::types::{
     recorded_freeze, Fence, FreezeReason, LedgerKind, StateReason, TableId, TableState,
 };
@@ -138,9 +138,7 @@ impl StoreError {
                 (Some("23505"), Some("seats_table_id_player_key")) => {
                     return StoreError::AlreadySeated
                 }
-                (Some("23505"), Some("boundaries_pkey")) => {
-                    return StoreError::HandAlreadyApplied(0)
-                }
+                (Some("23505"), Some("hands_pkey")) => return StoreError::HandAlreadyApplied(0),
                 (Some("23514"), Some("accounts_balance_check")) => {
                     return StoreError::InsufficientFunds
                 }
@@ -192,6 +190,22 @@ pub struct Boundary {
     pub seats: Vec<SeatResult>,
     pub result: serde_json::Value,
     pub state: serde_json::Value,
+}
+
+impl Boundary {
+    /// A game's settlement as it is recorded, with the state the game keeps
+    /// across boundaries.
+    pub fn of<R: Serialize>(
+        settlement: Settlement<R>,
+        state: serde_json::Value,
+    ) -> Result<Boundary, serde_json::Error> {
+        Ok(Boundary {
+            number: settlement.number,
+            result: serde_json::to_value(&settlement.result)?,
+            seats: settlement.seats,
+            state,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

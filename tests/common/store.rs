@@ -237,21 +237,9 @@ impl WriteHand for Store {
         button: Option<SeatNo>,
         outs: &[CashOut],
     ) -> Result<(), StoreError> {
-        let boundary = pitboss::store::Boundary {
-            number: summary.hand,
-            seats: summary
-                .seats
-                .iter()
-                .map(|s| pitboss::games::SeatResult {
-                    seat: s.seat,
-                    player: s.player.clone(),
-                    start: s.start_stack,
-                    end: s.end_stack,
-                })
-                .collect(),
-            result: serde_json::to_value(summary).expect("a summary is JSON"),
-            state: serde_json::json!({ "button": button }),
-        };
+        let state = serde_json::json!({ "button": button });
+        let settlement = pitboss::games::holdem::settlement_of(summary);
+        let boundary = pitboss::store::Boundary::of(settlement, state).expect("a summary is JSON");
         self.write_boundary(id, fence, owner, &boundary, outs).await
     }
 }

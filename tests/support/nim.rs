@@ -419,7 +419,10 @@ impl Game for Nim {
 
     fn role(event: &NimEvent) -> Role<'_> {
         match event {
-            NimEvent::Turn { .. } => Role::Decision,
+            NimEvent::Turn { seat, decision, .. } => Role::Decision {
+                seat: *seat,
+                number: *decision,
+            },
             NimEvent::Won { .. } => Role::Result,
             NimEvent::Left {
                 seat,

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use pitboss::game::{Chips, HandSummary, PlayerId, PotAward, SeatResult, TableConfig};
+use pitboss::games::holdem::settlement_of;
 use pitboss::games::GameKind;
 use pitboss::store::{Boundary, Budgets, Store};
 use pitboss::types::{Fence, TableId};
@@ -299,21 +300,8 @@ async fn pitboss_phase(o: &Options, store: &Store, at: Vec<At>) -> anyhow::Resul
 
 /// A hand as a hold'em table records its boundary (button 0).
 fn boundary(hand: &HandSummary) -> anyhow::Result<Boundary> {
-    Ok(Boundary {
-        number: hand.hand,
-        seats: hand
-            .seats
-            .iter()
-            .map(|s| pitboss::games::SeatResult {
-                seat: s.seat,
-                player: s.player.clone(),
-                start: s.start_stack,
-                end: s.end_stack,
-            })
-            .collect(),
-        result: serde_json::to_value(hand)?,
-        state: serde_json::json!({ "button": 0 }),
-    })
+    let state = serde_json::json!({ "button": 0 });
+    Ok(Boundary::of(settlement_of(hand), state)?)
 }
 
 /// The same transaction as `Store::write_boundary` for two seats, as a pgbench
@@ -326,7 +314,7 @@ fn pgbench_script(result: &str) -> String {
 \set from random(0, 1)
 BEGIN;
 SELECT owner_fencing_token AS fence, hand_no + 1 AS hand FROM tables WHERE id = 'tbl_w' || lpad(:t::text, 6, '0') FOR UPDATE \gset
-INSERT INTO boundaries (table_id, number, fence, owner, result) VALUES ('tbl_w' || lpad(:t::text, 6, '0'), :hand, :fence, '{OWNER}', '{result}');
+INSERT INTO hands (table_id, hand_no, fence, owner, result) VALUES ('tbl_w' || lpad(:t::text, 6, '0'), :hand, :fence, '{OWNER}', '{result}');
 UPDATE seats AS s SET stack = s.stack + v.delta FROM UNNEST(ARRAY[0, 1]::int2[], ARRAY['w' || :t || 's0', 'w' || :t || 's1']::text[], ARRAY[2 * :from - 1, 1 - 2 * :from]::int8[]) AS v(seat, player, delta) WHERE s.table_id = 'tbl_w' || lpad(:t::text, 6, '0') AND s.seat = v.seat AND s.player = v.player AND s.stack > 0;
 INSERT INTO ledger (kind, player, table_id, hand_no, fence, wallet_delta, stack_delta) SELECT 'hand', v.player, 'tbl_w' || lpad(:t::text, 6, '0'), :hand, :fence, 0, v.delta FROM UNNEST(ARRAY['w' || :t || 's0', 'w' || :t || 's1']::text[], ARRAY[2 * :from - 1, 1 - 2 * :from]::int8[]) WITH ORDINALITY AS v(player, delta, n) ORDER BY v.n;
 UPDATE tables SET hand_no = GREATEST(hand_no, :hand), game_state = '{{"button": 0}}', updated_at = now() WHERE id = 'tbl_w' || lpad(:t::text, 6, '0');

@@ -7,14 +7,15 @@
 use actix::prelude::*;
 use tracing::{error, info, warn, Instrument};
 
+use super::error::TableError;
 use super::play::{beside, settled_on_retry};
-use super::writer::backoff as retry_backoff;
+use super::writer;
 use super::{Phase, Table};
 use crate::chips::SeatNo;
-use crate::games::{Game, Refusal, Role};
+use crate::games::{Game, Role};
 use crate::instruments;
 use crate::store::{CashOut, StoreError};
-use crate::types::{ErrorCode, Fence, FreezeReason};
+use crate::types::{Fence, FreezeReason};
 
 impl<G: Game> Table<G> {
     /// Stands the player at `seat` up (a `leave`, or a reconnect window
@@ -24,7 +25,7 @@ impl<G: Game> Table<G> {
         &mut self,
         seat: SeatNo,
         ctx: &mut Context<Self>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), TableError> {
         if self.side.is_cashing_out(seat) {
             return Ok(());
         }
@@ -34,10 +35,7 @@ impl<G: Game> Table<G> {
             return Ok(());
         }
         let Some(info) = self.game.occupants().into_iter().find(|s| s.seat == seat) else {
-            return Err(Refusal::new(
-                ErrorCode::NotSeated,
-                "you have no seat at this table",
-            ));
+            return Err(TableError::NotSeated);
         };
         let out = CashOut {
             seat,
@@ -64,7 +62,7 @@ impl<G: Game> Table<G> {
             async move {
                 let mut tries: u32 = 0;
                 loop {
-                    let backoff = retry_backoff(tries);
+                    let backoff = writer::backoff(tries);
                     if !backoff.is_zero() {
                         tokio::time::sleep(backoff).await;
                     }

@@ -14,7 +14,7 @@ use tracing::{error, info, warn};
 use super::writer::{self, Next};
 use super::{note_stale_write, Phase, Table};
 use crate::chips::SeatNo;
-use crate::games::{Game, Refusal, Role, Settlement, Told};
+use crate::games::{Game, Refusal, Role, Told};
 use crate::instruments;
 use crate::store::{Boundary, CashOut, StoreError, TableStore};
 use crate::types::{ErrorCode, FreezeReason, PauseReason};
@@ -83,12 +83,11 @@ impl<G: Game> Table<G> {
     /// is held back until Postgres has recorded it (I9): players are never
     /// told a result that might not stand.
     pub(super) fn advance(&mut self, mut events: Events<G>, ctx: &mut Context<Self>) {
-        let turn = events
-            .iter()
-            .any(|e| G::role(&e.event) == Role::Decision)
-            .then(|| self.game.decision())
-            .flatten()
-            .map(|open| (open.seat, open.number));
+        // The last decision announced is the one open now.
+        let turn = events.iter().rev().find_map(|e| match G::role(&e.event) {
+            Role::Decision { seat, number } => Some((seat, number)),
+            _ => None,
+        });
         let result_at = events
             .iter()
             .position(|e| G::role(&e.event) == Role::Result);
@@ -176,7 +175,7 @@ impl<G: Game> Table<G> {
             return;
         };
         let voided = G::unrecorded(&settlement);
-        let boundary = match boundary_of(&settlement, self.game.boundary_state()) {
+        let boundary = match Boundary::of(settlement, self.game.boundary_state()) {
             Ok(b) => b,
             Err(e) => {
                 error!(error = %e, "a settlement could not be recorded as JSON; freezing the table");
@@ -435,19 +434,6 @@ impl<G: Game> Table<G> {
         });
         self.persist(write, None, ctx);
     }
-}
-
-/// A settlement as the store records it.
-fn boundary_of<R: serde::Serialize>(
-    s: &Settlement<R>,
-    state: serde_json::Value,
-) -> Result<Boundary, serde_json::Error> {
-    Ok(Boundary {
-        number: s.number,
-        seats: s.seats.clone(),
-        result: serde_json::to_value(&s.result)?,
-        state,
-    })
 }
 
 /// One boundary write, run again on a transient failure; its argument says

@@ -2,14 +2,13 @@
 //! from what Postgres holds and started. The manager hosts any table
 //! through it and never names a game.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use actix::prelude::*;
 use serde_json::{Map, Value};
 
 use super::{Owner, Table, TableEnv, TableHandle};
-use crate::games::{Game, GameKind, Occupant, Refusal};
+use crate::games::{fields, Game, GameKind, Occupant, Refusal};
 use crate::lease::LeaseClock;
 use crate::types::{ErrorCode, Fence, TableId};
 
@@ -56,8 +55,9 @@ type Resume = fn(Stored<'_>) -> Result<Loaded, Refusal>;
 type Configure = fn(&Map<String, Value>) -> Result<Value, Refusal>;
 
 /// What the registry knows of one game.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Entry {
+    kind: GameKind,
     resume: Resume,
     configure: Configure,
     fields: &'static [&'static str],
@@ -87,44 +87,39 @@ fn resume<G: Game>(stored: Stored<'_>) -> Result<Loaded, Refusal> {
 /// The games a process hosts, in the order they were added.
 #[derive(Clone, Default)]
 pub struct Games {
-    by_kind: HashMap<GameKind, Entry>,
-    order: Vec<GameKind>,
+    entries: Vec<Entry>,
 }
 
 impl Games {
-    /// These games and `G`.
+    /// These games and `G` (in place of a game of the same kind).
     pub fn with<G: Game>(mut self) -> Games {
-        let entry = Entry {
+        self.entries.retain(|e| e.kind != G::KIND);
+        self.entries.push(Entry {
+            kind: G::KIND,
             resume: resume::<G>,
             configure: configure::<G>,
             fields: G::CONFIG_FIELDS,
-        };
-        if self.by_kind.insert(G::KIND, entry).is_none() {
-            self.order.push(G::KIND);
-        }
+        });
         self
-    }
-
-    pub fn hosts(&self, kind: &GameKind) -> bool {
-        self.by_kind.contains_key(kind)
     }
 
     /// `holdem, chess`: the names a refusal lists.
     pub fn names(&self) -> String {
-        let names: Vec<&str> = self.order.iter().map(GameKind::as_str).collect();
+        let names: Vec<&str> = self.entries.iter().map(|e| e.kind.as_str()).collect();
         names.join(", ")
     }
 
-    /// The config fields game `kind` takes, in the order a refusal lists
-    /// them; `None` for a game this process does not host.
-    pub fn config_fields(&self, kind: &GameKind) -> Option<&'static [&'static str]> {
-        self.by_kind.get(kind).map(|e| e.fields)
-    }
-
-    /// Game `kind`'s config from a `POST /admin/tables` body, as JSON to
-    /// store with the table.
+    /// Game `kind`'s config from the fields of a `POST /admin/tables` body
+    /// besides `game`, as JSON to store with the table. A field the game
+    /// does not take is refused (`bad_field`), listing `game` and the
+    /// game's fields; a game this process does not host is refused naming
+    /// the games it hosts.
     pub fn configure(&self, kind: &GameKind, body: &Map<String, Value>) -> Result<Value, Refusal> {
         let entry = self.entry(kind)?;
+        let known: Vec<&str> = std::iter::once("game")
+            .chain(entry.fields.iter().copied())
+            .collect();
+        fields::only_fields(body, &known)?;
         (entry.configure)(body)
     }
 
@@ -135,14 +130,20 @@ impl Games {
     }
 
     fn entry(&self, kind: &GameKind) -> Result<&Entry, Refusal> {
-        self.by_kind.get(kind).ok_or_else(|| {
-            Refusal::new(
-                ErrorCode::BadField,
-                format!(
-                    "game {kind:?} is not one this server hosts; expected one of {}",
-                    self.names()
-                ),
-            )
-        })
+        self.entries
+            .iter()
+            .find(|e| e.kind == *kind)
+            .ok_or_else(|| self.not_hosted(kind.as_str()))
+    }
+
+    /// The refusal of a game named `name` that this process does not host.
+    pub fn not_hosted(&self, name: &str) -> Refusal {
+        Refusal::new(
+            ErrorCode::BadField,
+            format!(
+                "game {name:?} is not one this server hosts; expected one of {}",
+                self.names()
+            ),
+        )
     }
 }

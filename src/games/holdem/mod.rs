@@ -18,7 +18,7 @@ use crate::game::{
     self, shuffled_deck, Action, Chips, EventKind, GameView, HandSummary, LegalAction, PlayerId,
     RuleError, SeatChips, SeatNo, TableConfig, VoidReason,
 };
-use crate::games::fields::{bad_amount, bad_field, chips_field, u64_field};
+use crate::games::fields::{bad_amount, bad_field, chips_field, required_chips, u64_field};
 use crate::types::ErrorCode;
 
 /// What a seat sends to hold'em.
@@ -48,6 +48,25 @@ impl Holdem {
     fn run(&mut self, command: game::Command) -> Result<Vec<Told<EventKind>>, Refusal> {
         let events = self.engine.apply(command).map_err(refusal)?;
         Ok(events.into_iter().map(told).collect())
+    }
+}
+
+/// A hand's end as a settlement: each dealt-in seat from its start to its
+/// end stack, the hand's summary as the record.
+pub fn settlement_of(summary: &HandSummary) -> Settlement<HandSummary> {
+    Settlement {
+        number: summary.hand,
+        seats: summary
+            .seats
+            .iter()
+            .map(|s| SeatResult {
+                seat: s.seat,
+                player: s.player.clone(),
+                start: s.start_stack,
+                end: s.end_stack,
+            })
+            .collect(),
+        result: summary.clone(),
     }
 }
 
@@ -94,11 +113,6 @@ fn action_field(obj: &Map<String, Value>) -> Result<Action, Refusal> {
     })
 }
 
-/// A required chip amount: 1 to 2^63−1.
-fn chips(obj: &Map<String, Value>, name: &str) -> Result<Chips, Refusal> {
-    chips_field(obj, name)?.ok_or_else(|| bad_field(format!("{name} is required")))
-}
-
 impl Game for Holdem {
     const KIND: GameKind = GameKind::HOLDEM;
     type Config = TableConfig;
@@ -122,16 +136,16 @@ impl Game for Holdem {
         let ante = match body.get("ante") {
             None | Some(Value::Null) => Chips(0),
             Some(Value::Number(n)) if n.as_u64() == Some(0) => Chips(0),
-            Some(_) => chips(body, "ante")?,
+            Some(_) => required_chips(body, "ante")?,
         };
         let seats = u64_field(body, "seats")?.ok_or_else(|| bad_field("seats is required"))?;
         let config = TableConfig {
-            small_blind: chips(body, "small_blind")?,
-            big_blind: chips(body, "big_blind")?,
+            small_blind: required_chips(body, "small_blind")?,
+            big_blind: required_chips(body, "big_blind")?,
             ante,
             seats: u8::try_from(seats).unwrap_or(u8::MAX),
-            min_buy_in: chips(body, "min_buy_in")?,
-            max_buy_in: chips(body, "max_buy_in")?,
+            min_buy_in: required_chips(body, "min_buy_in")?,
+            max_buy_in: required_chips(body, "max_buy_in")?,
         };
         config
             .validate()
@@ -296,7 +310,10 @@ impl Game for Holdem {
 
     fn role(event: &EventKind) -> Role<'_> {
         match event {
-            EventKind::Turn { .. } => Role::Decision,
+            EventKind::Turn { seat, decision, .. } => Role::Decision {
+                seat: *seat,
+                number: *decision,
+            },
             EventKind::Showdown { .. }
             | EventKind::PotAwarded { .. }
             | EventKind::HandEnded { .. } => Role::Result,
@@ -333,20 +350,7 @@ impl Game for Holdem {
             return None;
         }
         self.settled = summary.hand;
-        Some(Settlement {
-            number: summary.hand,
-            seats: summary
-                .seats
-                .iter()
-                .map(|s| SeatResult {
-                    seat: s.seat,
-                    player: s.player.clone(),
-                    start: s.start_stack,
-                    end: s.end_stack,
-                })
-                .collect(),
-            result: summary.clone(),
-        })
+        Some(settlement_of(summary))
     }
 
     fn view(&self, seat: Option<SeatNo>) -> GameView {

@@ -326,7 +326,7 @@ impl<G: Game> Table<G> {
                     None => continue,
                 },
             };
-            let clock = (G::role(&ev.event) == Role::Decision).then(|| {
+            let clock = matches!(G::role(&ev.event), Role::Decision { .. }).then(|| {
                 let timeout = self.env.action_timeout();
                 let clock = TurnClock {
                     deadline_ms: chrono::Utc::now()
