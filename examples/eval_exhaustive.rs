@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use pitboss::game::{evaluate7, standard_deck, Card, Category};
+use pitboss::games::holdem::rules::{evaluate7, standard_deck, Card, Category};
 
 const EXPECTED: [(Category, u64); 9] = [
     (Category::StraightFlush, 41_584),

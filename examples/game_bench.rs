@@ -16,7 +16,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use pitboss::game::{
+use pitboss::games::holdem::rules::{
     evaluate7, evaluate_reference, shuffled_deck, standard_deck, Action, Card, Chips, Command,
     Game, LegalAction, PlayerId, SeatNo, TableConfig,
 };

@@ -19,7 +19,6 @@ pub mod auth;
 pub mod chips;
 pub mod cli;
 pub mod config;
-pub mod game;
 pub mod games;
 pub mod http;
 pub mod instruments;

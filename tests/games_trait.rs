@@ -7,7 +7,7 @@
 mod nim;
 
 use nim::{Nim, NimCommand, NimEvent};
-use pitboss::game::{Chips, PlayerId};
+use pitboss::games::holdem::rules::{Chips, PlayerId};
 use pitboss::games::check::play;
 use pitboss::games::{Game, Role};
 use rand::rngs::StdRng;

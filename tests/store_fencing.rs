@@ -10,7 +10,7 @@
 
 mod common;
 
-use pitboss::game::{Chips, PlayerId};
+use pitboss::games::holdem::rules::{Chips, PlayerId};
 use pitboss::store::StoreError;
 use pitboss::types::{Fence, FreezeReason, StateReason, TableState};
 

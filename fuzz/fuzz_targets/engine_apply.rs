@@ -3,7 +3,7 @@
 //! the open decision, amounts at the edges of the legal range) or entirely
 //! raw (any seat, hand, decision, amount, a broken deck).
 //!
-//! The properties are `pitboss::game::checks::check_sequence`, the ones the
+//! The properties are `pitboss::games::holdem::rules::checks::check_sequence`, the ones the
 //! command-sequence property tests assert too; this target only turns the
 //! fuzzer's bytes into its input, at most `MAX_OPS` commands of it.
 
@@ -11,8 +11,8 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use pitboss::game::checks;
-use pitboss::game::{Chips, TableConfig, VoidReason};
+use pitboss::games::holdem::rules::checks;
+use pitboss::games::holdem::rules::{Chips, TableConfig, VoidReason};
 
 #[derive(Arbitrary, Debug)]
 enum ConfigIn {

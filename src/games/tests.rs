@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use super::check::{play, total};
 use super::holdem::{Holdem, HoldemCommand};
 use super::{Audience, Game, GameKind, Occupant, Refusal};
-use crate::game::{Action, Chips, EventKind, LegalAction, PlayerId, SeatNo};
+use crate::games::holdem::rules::{Action, Chips, EventKind, LegalAction, PlayerId, SeatNo};
 
 fn obj(v: Value) -> Map<String, Value> {
     match v {

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::admin::{freeze_body, grant_body, player_name, table_id, table_spec};
 use super::moves::move_body;
 use super::ApiError;
-use crate::game::TableConfig;
+use crate::games::holdem::rules::TableConfig;
 use crate::games::GameKind;
 use crate::types::valid_player_name;
 

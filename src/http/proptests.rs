@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::admin::{freeze_body, grant_body};
 use super::checks::{self, table_config, MAX_AMOUNT};
 use super::moves::move_body;
-use crate::game::{Chips, TableConfig};
+use crate::games::holdem::rules::{Chips, TableConfig};
 
 const TABLE_FIELDS: [&str; 6] = [
     "small_blind",

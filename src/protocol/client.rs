@@ -133,7 +133,7 @@ fn act(mut obj: Map<String, Value>) -> Result<ClientFrame, ClientError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::game::Action;
+    use crate::games::holdem::rules::Action;
     use crate::games::holdem::{Holdem, HoldemCommand};
     use crate::games::Game;
 

@@ -157,7 +157,7 @@ impl std::fmt::Display for ServerFrame<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::game::{Chips, EventKind, PlayerId};
+    use crate::games::holdem::rules::{Chips, EventKind, PlayerId};
     use serde_json::{json, Value};
 
     fn parsed(frame: ServerFrame<'_>) -> Value {

@@ -20,7 +20,7 @@ pub fn table_config() -> Value {
 
 /// The same table as the rules take it, for tests that use the store.
 #[allow(dead_code)] // not every test binary uses the store directly
-pub fn rules_config() -> pitboss::game::TableConfig {
+pub fn rules_config() -> pitboss::games::holdem::rules::TableConfig {
     serde_json::from_value(table_config()).expect("the default table is valid")
 }
 

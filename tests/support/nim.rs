@@ -11,7 +11,7 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use pitboss::game::{Chips, PlayerId, SeatNo};
+use pitboss::games::holdem::rules::{Chips, PlayerId, SeatNo};
 use pitboss::games::{
     Audience, Decision, Game, GameKind, Occupant, Refusal, Role, SeatResult, Settlement, Told,
 };

@@ -1,5 +1,5 @@
 //! No-limit Texas hold'em behind the [`Game`] trait: an adapter over the
-//! rules engine in [`crate::game`], which it leaves as it is. Its frames
+//! rules engine in [`rules`], which it leaves as it is. Its frames
 //! are the ones hold'em clients have always sent and read: an `act` names
 //! its `hand` and `action` (and `amount` for `bet` and `raise`).
 
@@ -7,6 +7,7 @@
 /// tests assert on hold'em's frames.
 #[doc(hidden)]
 pub mod frames;
+pub mod rules;
 
 use rand::RngCore;
 use serde_json::{Map, Value};
@@ -14,8 +15,7 @@ use serde_json::{Map, Value};
 use super::{
     Audience, Decision, Game, GameKind, Occupant, Refusal, Role, SeatResult, Settlement, Told,
 };
-use crate::game::{
-    self, shuffled_deck, Action, Chips, EventKind, GameView, HandSummary, LegalAction, PlayerId,
+use rules::{ shuffled_deck, Action, Chips, EventKind, GameView, HandSummary, LegalAction, PlayerId,
     RuleError, SeatChips, SeatNo, TableConfig, VoidReason,
 };
 use crate::games::fields::{bad_amount, bad_field, chips_field, required_chips, u64_field};
@@ -34,18 +34,18 @@ pub enum HoldemCommand {
 /// runtime has taken.
 #[derive(Clone, Debug)]
 pub struct Holdem {
-    engine: game::Game,
+    engine: rules::Game,
     settled: u64,
 }
 
 impl Holdem {
     /// The engine, for what the trait does not say (sitting out, voids,
     /// resuming at a boundary).
-    pub fn engine(&self) -> &game::Game {
+    pub fn engine(&self) -> &rules::Game {
         &self.engine
     }
 
-    fn run(&mut self, command: game::Command) -> Result<Vec<Told<EventKind>>, Refusal> {
+    fn run(&mut self, command: rules::Command) -> Result<Vec<Told<EventKind>>, Refusal> {
         let events = self.engine.apply(command).map_err(refusal)?;
         Ok(events.into_iter().map(told).collect())
     }
@@ -75,11 +75,11 @@ pub fn refusal(e: RuleError) -> Refusal {
     Refusal::new(e.code(), e.to_string())
 }
 
-fn told(e: game::Event) -> Told<EventKind> {
+fn told(e: rules::Event) -> Told<EventKind> {
     Told {
         to: match e.to {
-            game::Audience::All => Audience::Everyone,
-            game::Audience::Seat(s) => Audience::Seat(s),
+            rules::Audience::All => Audience::Everyone,
+            rules::Audience::Seat(s) => Audience::Seat(s),
         },
         event: e.kind,
     }
@@ -155,7 +155,7 @@ impl Game for Holdem {
 
     fn new(config: TableConfig) -> Result<Holdem, Refusal> {
         Ok(Holdem {
-            engine: game::Game::new(config).map_err(refusal)?,
+            engine: rules::Game::new(config).map_err(refusal)?,
             settled: 0,
         })
     }
@@ -180,7 +180,7 @@ impl Game for Holdem {
             .into_iter()
             .map(|o| (o.seat, o.player, o.stack))
             .collect();
-        let engine = game::Game::resume(config, number, button, seats).map_err(refusal)?;
+        let engine = rules::Game::resume(config, number, button, seats).map_err(refusal)?;
         Ok(Holdem {
             engine,
             settled: number,
@@ -205,13 +205,13 @@ impl Game for Holdem {
         _rng: &mut dyn RngCore,
     ) -> Result<Vec<Told<EventKind>>, Refusal> {
         match command {
-            HoldemCommand::Act { hand, action } => self.run(game::Command::Act {
+            HoldemCommand::Act { hand, action } => self.run(rules::Command::Act {
                 hand,
                 seat,
                 decision,
                 action,
             }),
-            HoldemCommand::Timeout { hand } => self.run(game::Command::Timeout { hand, seat }),
+            HoldemCommand::Timeout { hand } => self.run(rules::Command::Timeout { hand, seat }),
         }
     }
 
@@ -221,7 +221,7 @@ impl Game for Holdem {
         player: &str,
         stack: Chips,
     ) -> Result<Vec<Told<EventKind>>, Refusal> {
-        self.run(game::Command::Sit {
+        self.run(rules::Command::Sit {
             seat,
             player: PlayerId(player.to_string()),
             stack,
@@ -229,7 +229,7 @@ impl Game for Holdem {
     }
 
     fn leave(&mut self, seat: SeatNo) -> Result<Vec<Told<EventKind>>, Refusal> {
-        self.run(game::Command::Leave { seat })
+        self.run(rules::Command::Leave { seat })
     }
 
     fn start(&mut self, rng: &mut dyn RngCore) -> Option<Vec<Told<EventKind>>> {
@@ -237,7 +237,7 @@ impl Game for Holdem {
             return None;
         }
         let deck = shuffled_deck(rng);
-        self.run(game::Command::StartHand { deck }).ok()
+        self.run(rules::Command::StartHand { deck }).ok()
     }
 
     fn can_start(&self) -> bool {
@@ -248,7 +248,7 @@ impl Game for Holdem {
         if !self.engine.hand_in_progress() {
             return None;
         }
-        self.run(game::Command::VoidHand {
+        self.run(rules::Command::VoidHand {
             reason: VoidReason::Shutdown,
         })
         .ok()

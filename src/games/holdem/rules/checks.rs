@@ -16,7 +16,7 @@
 
 use rand::SeedableRng;
 
-use crate::game::{
+use crate::games::holdem::rules::{
     shuffled_deck, Action, Card, Chips, Command, Event, EventKind, Game, LegalAction, PlayerId,
     RuleError, SeatNo, TableConfig, VoidReason,
 };

@@ -3,8 +3,8 @@
 //! way a hand ends: every stack and the button go back as they were.
 
 use super::*;
-use crate::game::eval::{evaluate7, HandRank};
-use crate::game::pots;
+use crate::games::holdem::rules::eval::{evaluate7, HandRank};
+use crate::games::holdem::rules::pots;
 
 impl Game {
     /// Ends the hand: returns any uncalled bet, shows down if more than one

@@ -423,7 +423,7 @@ fn rank_five_by_sorting(cards: &[Card; 5]) -> HandRank {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::game::cards::standard_deck;
+    use crate::games::holdem::rules::cards::standard_deck;
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
 

@@ -2,7 +2,7 @@
 //! here unless they are the viewer's own or were shown at the showdown.
 
 use super::*;
-use crate::game::pots;
+use crate::games::holdem::rules::pots;
 
 impl Game {
     pub fn config(&self) -> &TableConfig {
