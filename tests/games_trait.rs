@@ -7,8 +7,8 @@
 mod nim;
 
 use nim::{Nim, NimCommand, NimEvent};
-use pitboss::games::holdem::rules::{Chips, PlayerId};
 use pitboss::games::check::play;
+use pitboss::games::holdem::rules::{Chips, PlayerId};
 use pitboss::games::{Game, Role};
 use rand::rngs::StdRng;
 use rand::SeedableRng;

@@ -8,8 +8,8 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
 use super::*;
-use crate::games::holdem::rules::{Action, Chips, SeatNo};
 use crate::games::holdem::frames::{self as checks, MAX_AMOUNT};
+use crate::games::holdem::rules::{Action, Chips, SeatNo};
 use crate::games::holdem::{Holdem, HoldemCommand};
 use crate::games::Game;
 use crate::types::TableId;

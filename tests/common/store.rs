@@ -3,7 +3,9 @@
 //! cash-out rows, everything a boundary write could touch read straight
 //! from the database, and the checks the tests repeat.
 
-use pitboss::games::holdem::rules::{Chips, HandSummary, PlayerId, PotAward, SeatNo, SeatResult, TableConfig};
+use pitboss::games::holdem::rules::{
+    Chips, HandSummary, PlayerId, PotAward, SeatNo, SeatResult, TableConfig,
+};
 use pitboss::games::GameKind;
 use pitboss::store::{CashOut, SeatRow, Store, StoreError};
 use pitboss::types::{Fence, StateReason, TableId, TableState};

@@ -16,7 +16,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use pitboss::games::holdem::rules::{Chips, HandSummary, PlayerId, PotAward, SeatResult, TableConfig};
+use pitboss::games::holdem::rules::{
+    Chips, HandSummary, PlayerId, PotAward, SeatResult, TableConfig,
+};
 use pitboss::games::holdem::settlement_of;
 use pitboss::games::GameKind;
 use pitboss::store::{Boundary, Budgets, Store};

@@ -10,7 +10,7 @@ use tracing::{error, info, warn, Instrument};
 use super::error::TableError;
 use super::play::{beside, settled_on_retry};
 use super::writer;
-use super::{Phase, Table};
+use super::Table;
 use crate::chips::SeatNo;
 use crate::games::{Game, Role};
 use crate::instruments;
@@ -96,7 +96,7 @@ impl<G: Game> Table<G> {
         ctx: &mut Context<Self>,
     ) {
         let _g = self.span.clone().entered();
-        let stopped = matches!(self.phase, Phase::Frozen(_) | Phase::Stopping);
+        let stopped = self.phase.is_stopped();
         // The table moved to a new fence of its own (a re-assert) while the
         // cash-out carried the old one: nothing was recorded by that try,
         // and nobody else owns the table; the cash-out goes again.
@@ -140,7 +140,7 @@ impl<G: Game> Table<G> {
             self.freeze(FreezeReason::InternalError, ctx);
             return;
         }
-        self.absent.remove(&out.player);
+        self.presence.back(&out.player);
         self.broadcast(events);
         self.after_cash_out(ctx);
     }
@@ -153,7 +153,7 @@ impl<G: Game> Table<G> {
         if self.side.cash_outs() > 0 {
             return;
         }
-        if self.next_hand_timer.is_none() {
+        if !self.timers.is_armed(super::timers::Slot::NextHand) {
             self.deal(ctx);
         }
         self.after_side_write(ctx);

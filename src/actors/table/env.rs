@@ -68,4 +68,8 @@ impl TableEnv {
     pub fn idle_evict(&self) -> Duration {
         Duration::from_millis(self.settings.idle_evict_ms)
     }
+
+    pub fn reconnect_window(&self) -> Duration {
+        Duration::from_millis(self.settings.reconnect_window_ms)
+    }
 }

@@ -11,7 +11,7 @@ use tracing::{error, warn};
 use super::error::TableError;
 use super::fanout::{SessionId, Subscriber, Watcher};
 use super::play::beside;
-use super::{Phase, Table};
+use super::Table;
 use crate::chips::{Chips, PlayerId, SeatNo};
 use crate::games::Game;
 use crate::instruments;
@@ -120,7 +120,7 @@ impl<G: Game> Table<G> {
         let sit = move |g: &mut G| g.sit(seat, &player.0, stack);
         match res {
             Ok(_balance) => {
-                if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
+                if self.phase.is_stopped() {
                     // Recorded while this copy stops (it waits for buy-ins in
                     // flight): the seat is the player's, and whoever hosts
                     // the table next seats them from Postgres. Told as it
@@ -277,10 +277,7 @@ impl<G: Game> Handler<Drain> for Table<G> {
     type Result = ();
 
     fn handle(&mut self, msg: Drain, ctx: &mut Self::Context) {
-        if msg.to.is_some() && self.moving_to.is_none() {
-            self.moving_to = msg.to;
-        }
-        self.start_drain(msg.deadline, ctx);
+        self.start_drain(msg.deadline, msg.to, ctx);
     }
 }
 
@@ -323,7 +320,7 @@ impl<G: Game> Handler<Refence> for Table<G> {
     type Result = ResponseFuture<RefenceOutcome>;
 
     fn handle(&mut self, msg: Refence, ctx: &mut Self::Context) -> Self::Result {
-        if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
+        if self.phase.is_stopped() {
             return Box::pin(async { RefenceOutcome::Refused });
         }
         let (tx, rx) = oneshot::channel();

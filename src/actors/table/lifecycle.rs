@@ -2,14 +2,15 @@
 //! players, the local lease deadline, and the fenced state write that ends
 //! each of them.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use actix::prelude::*;
 use tracing::{error, info, warn};
 
 use super::error::TableError;
 use super::fanout::Dismissal;
-use super::{note_stale_write, Phase, ReassertLease, Table};
+use super::timers::Slot;
+use super::{note_stale_write, Phase, ReassertLease, Stop, Table};
 use crate::chips::{PlayerId, SeatNo};
 use crate::games::Game;
 use crate::instruments;
@@ -52,19 +53,13 @@ impl<G: Game> Table<G> {
     /// the timers, tell every session why, drop them, stop. The state write
     /// is fenced like any other, so a stale owner freezes only its own copy.
     pub fn freeze(&mut self, reason: FreezeReason, ctx: &mut Context<Self>) {
-        if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
+        if self.phase.is_stopped() {
             return;
         }
         let _g = self.span.clone().entered();
         warn!(event = "table_frozen", reason = %reason, "table frozen");
-        self.set_phase(Phase::Frozen(reason));
-        for t in [
-            &mut self.action_timer,
-            &mut self.next_hand_timer,
-            &mut self.drain_timer,
-        ] {
-            Self::cancel(ctx, t);
-        }
+        self.set_phase(Phase::frozen(reason));
+        self.timers.cancel_play(ctx);
         self.end_when_settled(Ending::Record(Farewell::Frozen(reason)), ctx);
     }
 
@@ -77,7 +72,9 @@ impl<G: Game> Table<G> {
                 buy_ins = self.side.buy_ins(),
                 "stopping once the buy-ins in flight have an outcome"
             );
-            self.ending = Some(ending);
+            if let Phase::Stopping(stop) = &mut self.phase {
+                stop.then = Some(ending);
+            }
             return;
         }
         match ending {
@@ -134,11 +131,11 @@ impl<G: Game> Table<G> {
             if let Some(reason) = recorded {
                 // The manager keeps what Postgres says (an operator's freeze
                 // is never recovered automatically).
-                act.set_phase(Phase::Frozen(reason));
+                act.set_phase(Phase::frozen(reason));
             }
             if untold && !stale {
                 // Not frozen anywhere: the manager must not treat it so.
-                act.set_phase(Phase::Stopping);
+                act.set_phase(Phase::stopping());
             }
             match res {
                 Ok(()) => match &farewell {
@@ -186,16 +183,25 @@ impl<G: Game> Table<G> {
         }));
     }
 
-    pub(super) fn start_drain(&mut self, deadline: Instant, ctx: &mut Context<Self>) {
-        if !matches!(self.phase, Phase::Open | Phase::Draining | Phase::Paused(_)) {
-            return;
-        }
+    /// Drains for a shutdown, or for a move when `to` names the instance
+    /// the table is released to (a drain under way keeps its target).
+    pub(super) fn start_drain(
+        &mut self,
+        deadline: Instant,
+        to: Option<String>,
+        ctx: &mut Context<Self>,
+    ) {
+        let (paused, first, to) = match &self.phase {
+            Phase::Open => (false, true, to),
+            Phase::Paused(_) => (true, true, to),
+            Phase::Draining(drain) => (false, false, drain.to.clone().or(to)),
+            Phase::Stopping(_) => return,
+        };
         let _g = self.span.clone().entered();
-        let paused = matches!(self.phase, Phase::Paused(_));
-        let first = self.phase != Phase::Draining;
-        self.set_phase(Phase::Draining);
-        Self::cancel(ctx, &mut self.next_hand_timer);
-        Self::cancel(ctx, &mut self.drain_timer);
+        let moving = to.is_some();
+        self.set_phase(Phase::Draining(super::Draining { to }));
+        self.disarm(Slot::NextHand, ctx);
+        self.disarm(Slot::Drain, ctx);
         if !self.game.in_progress() {
             self.finish_drain(ctx);
             return;
@@ -210,9 +216,10 @@ impl<G: Game> Table<G> {
             // Operators see the table draining while its hand finishes.
             let env = self.env.clone();
             let fence = self.fence;
-            let reason = match self.moving_to {
-                Some(_) => StateReason::Moved,
-                None => StateReason::Shutdown,
+            let reason = if moving {
+                StateReason::Moved
+            } else {
+                StateReason::Shutdown
             };
             let fut = async move {
                 env.store
@@ -232,20 +239,18 @@ impl<G: Game> Table<G> {
             "waiting for the hand in progress"
         );
         let wait = deadline.saturating_duration_since(Instant::now());
-        self.drain_timer = Some(ctx.run_later(wait, |act, ctx| {
-            act.drain_timer = None;
-            act.void_hand(ctx);
-        }));
+        self.arm(Slot::Drain, wait, ctx, |act, ctx| act.void_hand(ctx));
     }
 
     pub(super) fn finish_drain(&mut self, ctx: &mut Context<Self>) {
         // Buy-ins and cash-outs in flight finish first (`after_side_write`
         // comes back here).
-        if self.phase != Phase::Draining || !self.side.is_idle() {
-            return;
-        }
-        self.set_phase(Phase::Stopping);
-        let farewell = match self.moving_to.clone() {
+        let to = match &self.phase {
+            Phase::Draining(drain) if self.side.is_idle() => drain.to.clone(),
+            _ => return,
+        };
+        self.set_phase(Phase::stopping());
+        let farewell = match to {
             Some(target) => Farewell::Moved(target),
             None => Farewell::Drained,
         };
@@ -256,25 +261,28 @@ impl<G: Game> Table<G> {
     /// goes on.
     pub(super) fn after_side_write(&mut self, ctx: &mut Context<Self>) {
         if self.side.buy_ins() == 0 {
-            if let Some(ending) = self.ending.take() {
+            let then = match &mut self.phase {
+                Phase::Stopping(stop) => stop.then.take(),
+                _ => None,
+            };
+            if let Some(ending) = then {
                 self.end_when_settled(ending, ctx);
                 return;
             }
         }
-        if self.phase == Phase::Draining && !self.game.in_progress() && !self.writer.in_flight() {
+        if self.phase.is_draining() && !self.game.in_progress() && !self.writer.in_flight() {
             self.finish_drain(ctx);
         }
     }
 
     pub(super) fn check_idle(&mut self, ctx: &mut Context<Self>) {
-        let Some(since) = self.empty_since else {
-            return;
-        };
-        if self.phase != Phase::Open
+        if !self.phase.is_open()
             || self.game.in_progress()
             || !self.game.occupants().is_empty()
             || self.side.buy_ins() > 0
-            || since.elapsed() < self.env.idle_evict()
+            || !self
+                .presence
+                .idle_for(self.env.idle_evict(), Instant::now())
         {
             return;
         }
@@ -283,7 +291,7 @@ impl<G: Game> Table<G> {
             event = "table_idle_evicted",
             "nobody seated; releasing the table"
         );
-        self.set_phase(Phase::Stopping);
+        self.set_phase(Phase::stopping());
         self.record_and_stop(Farewell::Idle, ctx);
     }
 
@@ -293,19 +301,15 @@ impl<G: Game> Table<G> {
     /// One stand-up that writes ends the pass: the next stand-up must see
     /// stacks Postgres has recorded, never a result still being written.
     pub(super) fn check_absent(&mut self, ctx: &mut Context<Self>) {
-        if self.phase != Phase::Open || self.writer.in_flight() {
+        if !self.phase.is_open() || self.writer.in_flight() {
             return;
         }
-        let window = Duration::from_millis(self.env.settings.reconnect_window_ms);
-        let expired: Vec<PlayerId> = self
-            .absent
-            .iter()
-            .filter(|(_, since)| since.elapsed() >= window)
-            .map(|(p, _)| p.clone())
-            .collect();
+        let expired = self
+            .presence
+            .expired(self.env.reconnect_window(), Instant::now());
         for player in expired {
             let Some(seat) = self.game.seat_of(&player) else {
-                self.absent.remove(&player);
+                self.presence.back(&player);
                 continue;
             };
             let _g = self.span.clone().entered();
@@ -349,7 +353,7 @@ impl<G: Game> Table<G> {
     /// to its owner, as on any owner change. Nothing is told as frozen:
     /// nothing was recorded so.
     pub fn supersede(&mut self, ctx: &mut Context<Self>) {
-        if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
+        if self.phase.is_stopped() {
             return;
         }
         let _g = self.span.clone().entered();
@@ -364,14 +368,8 @@ impl<G: Game> Table<G> {
     /// dismissed `how`, once the buy-ins in flight have an outcome (not
     /// waited for at a forced shutdown, which exits now).
     fn stop_unwritten(&mut self, how: Dismissal, ctx: &mut Context<Self>) {
-        self.set_phase(Phase::Stopping);
-        for t in [
-            &mut self.action_timer,
-            &mut self.next_hand_timer,
-            &mut self.drain_timer,
-        ] {
-            Self::cancel(ctx, t);
-        }
+        self.set_phase(Phase::stopping());
+        self.timers.cancel_play(ctx);
         if matches!(how, Dismissal::Released) {
             self.dismiss_all(&how);
             ctx.stop();
@@ -383,8 +381,8 @@ impl<G: Game> Table<G> {
     /// Moves to `phase`, keeping the paused-tables gauge true.
     pub(super) fn set_phase(&mut self, phase: Phase) {
         match (
-            matches!(self.phase, Phase::Paused(_)),
-            matches!(phase, Phase::Paused(_)),
+            self.phase.pause_reason().is_some(),
+            phase.pause_reason().is_some(),
         ) {
             (false, true) => metrics::gauge!(instruments::TABLES_PAUSED).increment(1.0),
             (true, false) => metrics::gauge!(instruments::TABLES_PAUSED).decrement(1.0),
@@ -401,7 +399,7 @@ impl<G: Game> Table<G> {
     /// proven again it resumes (I4).
     pub(super) fn check_lease(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
-        let live = !matches!(self.phase, Phase::Frozen(_) | Phase::Stopping);
+        let live = !self.phase.is_stopped();
         if live && self.clock.is_revoked() {
             self.on_revoked(ctx);
             return;
@@ -413,8 +411,8 @@ impl<G: Game> Table<G> {
         } else {
             PauseReason::RedisUnreachable
         };
-        match self.phase {
-            Phase::Open if !leased => {
+        match self.phase.pause_reason() {
+            None if self.phase.is_open() && !leased => {
                 metrics::counter!(instruments::LEASES_LOST, "reason" => "deadline").increment(1);
                 self.pause(unproven, ctx);
                 self.ask_reassert();
@@ -422,18 +420,22 @@ impl<G: Game> Table<G> {
             // A pause over the lease learns why: a re-assert found another
             // owner's value in the key, or that value went and Redis is
             // what cannot be reached. Watchers are told the new reason.
-            Phase::Paused(reason @ (PauseReason::RedisUnreachable | PauseReason::Contested))
+            Some(reason @ (PauseReason::RedisUnreachable | PauseReason::Contested))
                 if !leased && reason != unproven =>
             {
                 let _g = self.span.clone().entered();
                 warn!(event = "table_paused", reason = %unproven, "table paused");
-                self.set_phase(Phase::Paused(unproven));
+                if let Phase::Paused(pause) = &mut self.phase {
+                    pause.reason = unproven;
+                }
                 self.tell_paused(unproven);
                 self.ask_reassert();
             }
-            Phase::Open if !alive => self.pause(PauseReason::StoreUnreachable, ctx),
-            Phase::Paused(_) if leased && alive => self.resume(ctx),
-            Phase::Paused(_) if !leased => self.ask_reassert(),
+            None if self.phase.is_open() && !alive => {
+                self.pause(PauseReason::StoreUnreachable, ctx)
+            }
+            Some(_) if leased && alive => self.resume(ctx),
+            Some(_) if !leased => self.ask_reassert(),
             _ => {}
         }
         self.arm_recheck(ctx);
@@ -443,15 +445,15 @@ impl<G: Game> Table<G> {
     /// held as it is (its action clock stops), nobody may act, and every
     /// watcher is told why.
     pub(super) fn pause(&mut self, reason: PauseReason, ctx: &mut Context<Self>) {
-        if self.phase != Phase::Open {
+        if !self.phase.is_open() {
             return;
         }
         let _g = self.span.clone().entered();
         warn!(event = "table_paused", reason = %reason, "table paused");
-        self.set_phase(Phase::Paused(reason));
+        self.set_phase(Phase::paused(reason));
         self.arm_recheck(ctx);
-        Self::cancel(ctx, &mut self.action_timer);
-        Self::cancel(ctx, &mut self.next_hand_timer);
+        self.disarm(Slot::Action, ctx);
+        self.disarm(Slot::NextHand, ctx);
         self.action_deadline_ms = None;
         self.tell_paused(reason);
     }
@@ -471,13 +473,12 @@ impl<G: Game> Table<G> {
     /// Deals again after a pause: watchers are told `resumed` with a fresh
     /// snapshot, and the decision in progress gets a full action clock.
     pub(super) fn resume(&mut self, ctx: &mut Context<Self>) {
-        if !matches!(self.phase, Phase::Paused(_)) {
+        if self.phase.pause_reason().is_none() {
             return;
         }
         let _g = self.span.clone().entered();
         info!(event = "table_resumed", "table resumed");
         self.set_phase(Phase::Open);
-        self.reassert_asked = None;
         self.send_resumed();
         self.restart_clock(ctx);
         self.schedule_next_hand(ctx);
@@ -493,10 +494,13 @@ impl<G: Game> Table<G> {
     /// period while the table stays paused.
     fn ask_reassert(&mut self) {
         let period = self.env.ttl() / 3;
-        if self.reassert_asked.is_some_and(|at| at.elapsed() < period) {
+        let Phase::Paused(pause) = &mut self.phase else {
+            return;
+        };
+        if pause.reassert_asked.is_some_and(|at| at.elapsed() < period) {
             return;
         }
-        self.reassert_asked = Some(Instant::now());
+        pause.reassert_asked = Some(Instant::now());
         self.owner.reassert.do_send(ReassertLease {
             table: self.id.clone(),
             fence: self.fence,
@@ -505,11 +509,13 @@ impl<G: Game> Table<G> {
 
     /// Why a table that no longer plays refuses a client, if it does.
     pub(super) fn stopped_error(&self) -> Option<TableError> {
-        match self.phase {
-            Phase::Open | Phase::Draining | Phase::Paused(_) => None,
-            Phase::Frozen(_) => Some(TableError::Frozen),
-            Phase::Stopping if self.env.is_draining() => Some(TableError::ShuttingDown),
-            Phase::Stopping => Some(TableError::Releasing),
+        match &self.phase {
+            Phase::Open | Phase::Draining(_) | Phase::Paused(_) => None,
+            Phase::Stopping(Stop {
+                frozen: Some(_), ..
+            }) => Some(TableError::Frozen),
+            Phase::Stopping(_) if self.env.is_draining() => Some(TableError::ShuttingDown),
+            Phase::Stopping(_) => Some(TableError::Releasing),
         }
     }
 
@@ -522,19 +528,16 @@ impl<G: Game> Table<G> {
     }
 
     pub(super) fn refuse_unless_open(&self) -> Result<(), TableError> {
-        match self.phase {
+        match &self.phase {
             Phase::Open => Ok(()),
-            Phase::Draining => Err(TableError::ShuttingDown),
-            Phase::Paused(reason) => Err(TableError::Paused(reason)),
-            _ => Err(self.stopped_error().unwrap_or(TableError::Frozen)),
+            Phase::Draining(_) => Err(TableError::ShuttingDown),
+            Phase::Paused(pause) => Err(TableError::Paused(pause.reason)),
+            Phase::Stopping(_) => Err(self.stopped_error().unwrap_or(TableError::Frozen)),
         }
     }
 
     /// Why nobody may act at a paused table.
     fn paused_error(&self) -> Option<TableError> {
-        match self.phase {
-            Phase::Paused(reason) => Some(TableError::Paused(reason)),
-            _ => None,
-        }
+        self.phase.pause_reason().map(TableError::Paused)
     }
 }

@@ -32,41 +32,113 @@ pub use handlers::{
 pub use registry::{Games, Loaded, Stored, TableParts};
 pub use timers::{lease_check_period, CheckLease};
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
 use tracing::{info, warn};
 
-use crate::chips::PlayerId;
 use crate::games::Game;
 use crate::instruments;
 use crate::lease::LeaseClock;
 use crate::types::{Fence, FreezeReason, PauseReason, TableId, TableState};
 use fanout::Fanout;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a table is in its life, with what each stage needs to know.
 enum Phase {
     Open,
-    Draining,
+    /// Letting its hand finish before it is released, for a shutdown or a
+    /// move.
+    Draining(Draining),
     /// Not dealing for a while (its lease or its liveness cannot be
     /// proven), the hand in progress held as it is; no action is taken.
-    Paused(PauseReason),
+    Paused(Pause),
+    /// No longer playing (frozen, drained, idle, superseded): recording its
+    /// state, about to stop.
+    Stopping(Stop),
+}
+
+/// A drain under way.
+struct Draining {
+    /// A move: the instance the table is released to; `None` for a
+    /// shutdown.
+    to: Option<String>,
+}
+
+/// A pause under way.
+struct Pause {
+    reason: PauseReason,
+    /// When this table last asked the manager to re-assert its lease.
+    reassert_asked: Option<Instant>,
+}
+
+/// A table that stops.
+#[derive(Default)]
+struct Stop {
     /// Frozen, with the reason the manager and the watchers are told.
-    Frozen(FreezeReason),
-    /// Released (drained or idle): persisting its state, about to stop.
-    Stopping,
+    frozen: Option<FreezeReason>,
+    /// How it ends once its buy-ins in flight have an outcome (each is
+    /// answered as Postgres recorded it).
+    then: Option<lifecycle::Ending>,
 }
 
 impl Phase {
+    fn paused(reason: PauseReason) -> Phase {
+        Phase::Paused(Pause {
+            reason,
+            reassert_asked: None,
+        })
+    }
+
+    fn frozen(reason: FreezeReason) -> Phase {
+        Phase::Stopping(Stop {
+            frozen: Some(reason),
+            then: None,
+        })
+    }
+
+    fn stopping() -> Phase {
+        Phase::Stopping(Stop::default())
+    }
+
+    fn is_open(&self) -> bool {
+        matches!(self, Phase::Open)
+    }
+
+    fn is_draining(&self) -> bool {
+        matches!(self, Phase::Draining(_))
+    }
+
+    /// Why play is paused, while it is.
+    fn pause_reason(&self) -> Option<PauseReason> {
+        match self {
+            Phase::Paused(p) => Some(p.reason),
+            _ => None,
+        }
+    }
+
+    /// No longer playing: frozen or released.
+    fn is_stopped(&self) -> bool {
+        matches!(self, Phase::Stopping(_))
+    }
+
+    /// Why the table froze, once it has.
+    fn freeze_reason(&self) -> Option<FreezeReason> {
+        match self {
+            Phase::Stopping(stop) => stop.frozen,
+            _ => None,
+        }
+    }
+
     /// The state a snapshot reports.
-    fn state(self) -> TableState {
+    fn state(&self) -> TableState {
         match self {
             Phase::Open | Phase::Paused(_) => TableState::Open,
-            Phase::Draining => TableState::Draining,
-            Phase::Frozen(_) => TableState::Frozen,
-            Phase::Stopping => TableState::Released,
+            Phase::Draining(_) => TableState::Draining,
+            Phase::Stopping(Stop {
+                frozen: Some(_), ..
+            }) => TableState::Frozen,
+            Phase::Stopping(_) => TableState::Released,
         }
     }
 }
@@ -108,35 +180,18 @@ pub struct Table<G: Game> {
     game: G,
     phase: Phase,
     fanout: Fanout,
-    action_timer: Option<SpawnHandle>,
-    next_hand_timer: Option<SpawnHandle>,
-    drain_timer: Option<SpawnHandle>,
-    /// The idle release, armed while nobody is seated.
-    idle_timer: Option<SpawnHandle>,
-    /// The next stand-up, armed while a seated player has no connection.
-    absent_timer: Option<SpawnHandle>,
-    /// The lease re-check, armed while paused.
-    recheck_timer: Option<SpawnHandle>,
+    /// Its deadlines, one timer per kind at most.
+    timers: timers::Timers,
     /// This table's own address, for the messages it sends itself.
     me: Option<actix::WeakAddr<Table<G>>>,
-    /// Since when nobody has been seated; `None` while someone is.
-    empty_since: Option<Instant>,
-    /// Seated players with no connection, and since when: their seats are
-    /// held for the reconnect window, then they are stood up.
-    absent: HashMap<PlayerId, Instant>,
+    /// Whether anybody sits here, and who is seated without a connection.
+    presence: timers::Presence,
     /// Unix millis at which the current action clock runs out.
     action_deadline_ms: Option<i64>,
     /// The boundary writes, one at a time; see `persist`.
     writer: writer::Writer,
     /// Buy-ins and cash-outs in flight, beside the game.
     side: side_writes::SideWrites,
-    /// When this table last asked the manager to re-assert its lease.
-    reassert_asked: Option<Instant>,
-    /// A move is under way: the instance the table is released to.
-    moving_to: Option<String>,
-    /// How this stopping copy ends once its buy-ins in flight have an
-    /// outcome (each is answered as Postgres recorded it).
-    ending: Option<lifecycle::Ending>,
     span: tracing::Span,
 }
 
@@ -168,12 +223,10 @@ impl<G: Game> Table<G> {
     ) -> Table<G> {
         let span = table_span(&id, fence, game.number());
         let fanout = Fanout::new(id.clone(), fence, env.settings.history_events);
-        let seated = game.occupants();
-        let empty_since = seated.is_empty().then(Instant::now);
         // A revived table's players reconnect after the redeploy; until then
         // their seats are held like any dropped connection's.
-        let now = Instant::now();
-        let absent = seated.into_iter().map(|s| (s.player, now)).collect();
+        let seated = game.occupants().into_iter().map(|s| s.player).collect();
+        let presence = timers::Presence::hosted(seated, Instant::now());
         Table {
             id,
             fence,
@@ -183,21 +236,12 @@ impl<G: Game> Table<G> {
             game,
             phase: Phase::Open,
             fanout,
-            action_timer: None,
-            next_hand_timer: None,
-            drain_timer: None,
-            idle_timer: None,
-            absent_timer: None,
-            recheck_timer: None,
+            timers: timers::Timers::default(),
             me: None,
-            empty_since,
-            absent,
+            presence,
             action_deadline_ms: None,
             writer: writer::Writer::default(),
             side: side_writes::SideWrites::default(),
-            reassert_asked: None,
-            moving_to: None,
-            ending: None,
             span,
         }
     }
@@ -227,16 +271,13 @@ impl<G: Game> Actor for Table<G> {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         metrics::gauge!(instruments::TABLES_HOSTED).decrement(1.0);
-        if matches!(self.phase, Phase::Paused(_)) {
+        if self.phase.pause_reason().is_some() {
             metrics::gauge!(instruments::TABLES_PAUSED).decrement(1.0);
         }
         self.owner.stopped.do_send(TableStopped {
             table: self.id.clone(),
             fence: self.fence,
-            frozen: match self.phase {
-                Phase::Frozen(reason) => Some(reason),
-                _ => None,
-            },
+            frozen: self.phase.freeze_reason(),
         });
     }
 }

@@ -11,6 +11,7 @@ use futures::future::LocalBoxFuture;
 use actix::prelude::*;
 use tracing::{error, info, warn};
 
+use super::timers::Slot;
 use super::writer::{self, Next};
 use super::{note_stale_write, Phase, Table};
 use crate::chips::SeatNo;
@@ -55,24 +56,18 @@ impl<G: Game> Table<G> {
         change: impl FnOnce(&mut G) -> Result<Events<G>, Refusal>,
         ctx: &mut Context<Self>,
     ) -> Option<Events<G>> {
-        if matches!(self.phase, Phase::Frozen(_) | Phase::Stopping) {
+        if self.phase.is_stopped() {
             return None;
         }
         match self.apply(change, ctx) {
             Ok(events) => Some(events),
             Err(e) => {
-                if !matches!(self.phase, Phase::Frozen(_)) {
+                if self.phase.freeze_reason().is_none() {
                     error!(error = %e, "the rules refused a runtime command; freezing the table");
                     self.freeze(FreezeReason::InternalError, ctx);
                 }
                 None
             }
-        }
-    }
-
-    pub(super) fn cancel(ctx: &mut Context<Self>, timer: &mut Option<SpawnHandle>) {
-        if let Some(h) = timer.take() {
-            ctx.cancel_future(h);
         }
     }
 
@@ -100,7 +95,7 @@ impl<G: Game> Table<G> {
         // write. A `left` anywhere else comes from a stand-up, whose cash-out
         // was recorded before the seat was vacated (`cash_out`).
         if let Some(result) = result {
-            Self::cancel(ctx, &mut self.action_timer);
+            self.disarm(Slot::Action, ctx);
             self.action_deadline_ms = None;
             let left = self.cash_outs_of(&result);
             self.write_boundary(left, result, ctx);
@@ -126,7 +121,7 @@ impl<G: Game> Table<G> {
             })
             .collect();
         for out in &outs {
-            self.absent.remove(&out.player);
+            self.presence.back(&out.player);
         }
         outs
     }
@@ -139,11 +134,9 @@ impl<G: Game> Table<G> {
         decision: u64,
         ctx: &mut Context<Self>,
     ) {
-        Self::cancel(ctx, &mut self.action_timer);
         let timeout = self.env.action_timeout();
         let number = self.game.number();
-        self.action_timer = Some(ctx.run_later(timeout, move |act, ctx| {
-            act.action_timer = None;
+        self.arm(Slot::Action, timeout, ctx, move |act, ctx| {
             let _g = act.span.clone().entered();
             let open = act.game.decision().map(|d| (d.seat, d.number));
             if act.game.number() != number || open != Some((seat, decision)) {
@@ -158,7 +151,7 @@ impl<G: Game> Table<G> {
             {
                 act.advance(events, ctx);
             }
-        }));
+        });
     }
 
     /// Writes the boundary just reached, then tells its result; if the
@@ -285,7 +278,7 @@ impl<G: Game> Table<G> {
     /// After a retried write has an outcome, players who were told the table
     /// paused (`resume`) learn that it goes on.
     fn end_write_pause(&mut self, resume: bool, ctx: &mut Context<Self>) {
-        if resume && self.phase == Phase::Open {
+        if resume && self.phase.is_open() {
             info!(event = "table_resumed", "boundary recorded; table resumed");
             self.send_resumed();
             self.restart_clock(ctx);
@@ -330,25 +323,22 @@ impl<G: Game> Table<G> {
         self.seats_changed(ctx);
         match self.phase {
             Phase::Open => self.schedule_next_hand(ctx),
-            Phase::Draining if !self.game.in_progress() => self.finish_drain(ctx),
+            Phase::Draining(_) if !self.game.in_progress() => self.finish_drain(ctx),
             _ => {}
         }
     }
 
     pub(super) fn schedule_next_hand(&mut self, ctx: &mut Context<Self>) {
-        if self.phase != Phase::Open || self.next_hand_timer.is_some() || !self.game.can_start() {
+        if !self.phase.is_open() || self.timers.is_armed(Slot::NextHand) || !self.game.can_start() {
             return;
         }
         let delay = self.env.next_hand_delay();
-        self.next_hand_timer = Some(ctx.run_later(delay, |act, ctx| {
-            act.next_hand_timer = None;
-            act.deal(ctx);
-        }));
+        self.arm(Slot::NextHand, delay, ctx, |act, ctx| act.deal(ctx));
     }
 
     pub(super) fn deal(&mut self, ctx: &mut Context<Self>) {
         let _g = self.span.clone().entered();
-        if self.phase != Phase::Open || !self.game.can_start() {
+        if !self.phase.is_open() || !self.game.can_start() {
             return;
         }
         // A seat being cashed out must not be dealt in: the deal goes once
@@ -410,7 +400,7 @@ impl<G: Game> Table<G> {
             hand = self.game.number(),
             "voiding the hand in progress"
         );
-        Self::cancel(ctx, &mut self.action_timer);
+        self.disarm(Slot::Action, ctx);
         let void = |g: &mut G| {
             g.void()
                 .ok_or_else(|| Refusal::new(ErrorCode::Internal, "nothing to void"))

@@ -15,7 +15,9 @@ use std::sync::OnceLock;
 
 use super::{Holdem, HoldemCommand};
 use crate::games::holdem::rules::checks::chips_brought;
-use crate::games::holdem::rules::{standard_deck, Action, Chips, Command, Game, PlayerId, TableConfig};
+use crate::games::holdem::rules::{
+    standard_deck, Action, Chips, Command, Game, PlayerId, TableConfig,
+};
 use crate::games::Game as _;
 use crate::protocol::{parse, ClientFrame};
 use crate::types::{ErrorCode, TableId};

@@ -15,11 +15,12 @@ use serde_json::{Map, Value};
 use super::{
     Audience, Decision, Game, GameKind, Occupant, Refusal, Role, SeatResult, Settlement, Told,
 };
-use rules::{ shuffled_deck, Action, Chips, EventKind, GameView, HandSummary, LegalAction, PlayerId,
-    RuleError, SeatChips, SeatNo, TableConfig, VoidReason,
-};
 use crate::games::fields::{bad_amount, bad_field, chips_field, required_chips, u64_field};
 use crate::types::ErrorCode;
+use rules::{
+    shuffled_deck, Action, Chips, EventKind, GameView, HandSummary, LegalAction, PlayerId,
+    RuleError, SeatChips, SeatNo, TableConfig, VoidReason,
+};
 
 /// What a seat sends to hold'em.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

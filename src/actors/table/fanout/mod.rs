@@ -14,7 +14,7 @@ use tracing::warn;
 
 use super::error::TableError;
 use super::play::Events;
-use super::{Phase, Table};
+use super::Table;
 use crate::chips::PlayerId;
 use crate::games::{Audience, Game, Role};
 use crate::instruments;
@@ -374,8 +374,8 @@ impl<G: Game> Table<G> {
     ) -> Result<(), TableError> {
         let player = sub.player.clone();
         let snapshot = self.snapshot_frame(&player);
-        let paused = match self.phase {
-            Phase::Paused(reason) => Some(
+        let paused = match self.phase.pause_reason() {
+            Some(reason) => Some(
                 ServerFrame::Paused {
                     table: &self.id,
                     reason,
@@ -389,7 +389,7 @@ impl<G: Game> Table<G> {
             .subscribe(session, sub, since, &snapshot, paused.as_ref())
         {
             Ok(()) => {
-                self.absent.remove(&player);
+                self.presence.back(&player);
                 Ok(())
             }
             Err(Refused::Gone) => Err(TableError::ConnectionGone),
