@@ -38,6 +38,10 @@ pub const FENCE_CHECK_ROWS: &str = "pitboss_fence_check_rows_total";
 pub const RELAYS_OPEN: &str = "pitboss_relays_open";
 pub const RELAY_OWNER_CHANGES: &str = "pitboss_relay_owner_changes_total";
 pub const RELAYS_REFUSED: &str = "pitboss_relays_refused_total";
+pub const JOURNAL_ENTRIES: &str = "pitboss_journal_entries_total";
+pub const JOURNAL_STALE_REFUSED: &str = "pitboss_journal_stale_refused_total";
+pub const JOURNAL_BATCH_SIZE: &str = "pitboss_journal_batch_size";
+pub const JOURNAL_COMMIT_SECONDS: &str = "pitboss_journal_commit_seconds";
 
 /// `result` of [`LEASE_ACQUIRES`].
 pub const ACQUIRE_RESULTS: &[&str] = &["acquired", "owned_elsewhere", "error"];
@@ -134,6 +138,23 @@ pub fn register() {
         RELAYS_REFUSED,
         "relay connections refused for a missing, forged, misaddressed or stale credential"
     );
+    describe_counter!(
+        JOURNAL_ENTRIES,
+        "commands committed to the journal (each before its events were told)"
+    );
+    describe_counter!(
+        JOURNAL_STALE_REFUSED,
+        "journal entries refused because a newer owner holds the table (never told)"
+    );
+    describe_histogram!(
+        JOURNAL_BATCH_SIZE,
+        "entries in one group commit of the journal"
+    );
+    describe_histogram!(
+        JOURNAL_COMMIT_SECONDS,
+        Unit::Seconds,
+        "from a table handing a command to the journal to its commit"
+    );
     describe_gauge!(WS_CONNECTIONS, "open WebSocket connections");
     describe_counter!(
         WS_FRAMES_IN,
@@ -177,6 +198,8 @@ pub fn register() {
         REVIVE_SCAN_REDIS_COMMANDS,
         LEASES_RENEWED,
         FENCE_CHECK_ROWS,
+        JOURNAL_ENTRIES,
+        JOURNAL_STALE_REFUSED,
     ] {
         metrics::counter!(counter).absolute(0);
     }
@@ -195,7 +218,12 @@ pub fn register() {
     for code in ErrorCode::STABLE {
         metrics::counter!(WS_FRAMES_REJECTED, "code" => code.as_str()).absolute(0);
     }
-    for histogram in [LEASE_RENEW_SECONDS, ACTION_TO_BROADCAST_SECONDS] {
+    for histogram in [
+        LEASE_RENEW_SECONDS,
+        ACTION_TO_BROADCAST_SECONDS,
+        JOURNAL_BATCH_SIZE,
+        JOURNAL_COMMIT_SECONDS,
+    ] {
         // Registering is enough: the family is exported with empty buckets.
         let _ = metrics::histogram!(histogram);
     }

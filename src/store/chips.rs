@@ -127,6 +127,14 @@ impl Store {
         }
         let mut tx = self.pool.begin().await?;
         lock_fenced(&mut tx, id, fence).await?;
+        // The journal keeps the commands of the boundary just reached (a
+        // reconnect may be answered from them) and of nothing older: what
+        // is older is settled in its boundary row.
+        sqlx::query("DELETE FROM journal WHERE table_id = $1 AND number < $2")
+            .bind(id.as_str())
+            .bind(hand_db)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("INSERT INTO hands (table_id, hand_no, fence, owner, result) VALUES ($1, $2, $3, $4, $5)")
             .bind(id.as_str())
             .bind(hand_db)

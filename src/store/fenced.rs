@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{Boundary, CashOut, Store, StoreError};
+use super::{Appended, Boundary, CashOut, Entry, Store, StoreError};
 use crate::chips::{Chips, PlayerId, SeatNo};
 use crate::types::{Fence, StateReason, TableId, TableState};
 
@@ -49,6 +49,12 @@ impl TableStore {
     /// whose first try committed).
     pub async fn all_vacated(&self, outs: &[CashOut]) -> Result<bool, StoreError> {
         self.store.all_vacated(&self.table, outs).await
+    }
+
+    /// One command of the game in progress, committed under `fence` in the
+    /// process's next group commit ([`super::Journal::append`]).
+    pub async fn journal(&self, fence: Fence, entry: Entry) -> Result<Appended, StoreError> {
+        self.store.journal().append(&self.table, fence, entry).await
     }
 
     /// A settled boundary ([`Store::write_boundary`]).

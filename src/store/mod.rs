@@ -6,6 +6,7 @@
 //! writes against a new owner's stamp, so a stale owner can never land a
 //! write after a newer owner has stamped the table.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -22,11 +23,13 @@ use crate::types::{
 mod chips;
 mod fenced;
 mod instances;
+mod journal;
 mod tables;
 mod tx;
 
 pub use fenced::TableStore;
 pub use instances::InstanceRow;
+pub use journal::{Appended, Entry, EntryKind, Journal, JournalSettings};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -293,6 +296,9 @@ pub struct Store {
     /// revive scan can tell its own hosted tables from those an earlier
     /// process of its id left behind.
     incarnation: Option<String>,
+    /// The process's journal writer, started on first use.
+    journal: Arc<std::sync::OnceLock<Journal>>,
+    journal_settings: JournalSettings,
 }
 
 impl Store {
@@ -328,7 +334,22 @@ impl Store {
             pool,
             owner_timeout: Duration::from_secs(15),
             incarnation: None,
+            journal: Arc::default(),
+            journal_settings: JournalSettings::default(),
         })
+    }
+
+    /// Sizes the journal's group commit (before its first use).
+    pub fn with_journal(mut self, settings: JournalSettings) -> Store {
+        self.journal_settings = settings;
+        self
+    }
+
+    /// The process's journal writer, started on the current Tokio runtime
+    /// at first use.
+    pub fn journal(&self) -> &Journal {
+        self.journal
+            .get_or_init(|| Journal::start(self.pool.clone(), self.journal_settings))
     }
 
     /// Sets the incarnation this process stamps on the tables it takes.

@@ -8,13 +8,13 @@ use actix::prelude::*;
 use tracing::{error, info, warn, Instrument};
 
 use super::error::TableError;
-use super::play::{beside, settled_on_retry};
+use super::play::{beside, settled_on_retry, Applied};
 use super::writer;
 use super::Table;
 use crate::chips::SeatNo;
 use crate::games::{Game, Role};
 use crate::instruments;
-use crate::store::{CashOut, StoreError};
+use crate::store::{CashOut, EntryKind, StoreError};
 use crate::types::{Fence, FreezeReason};
 
 impl<G: Game> Table<G> {
@@ -31,7 +31,13 @@ impl<G: Game> Table<G> {
         }
         if self.game.takes_part(seat) {
             let events = self.apply(|g| g.leave(seat), ctx)?;
-            self.advance(events, ctx);
+            let applied = Applied {
+                kind: EntryKind::Leave,
+                seat,
+                decision: None,
+                fields: None,
+            };
+            self.commit(applied, events, None, ctx);
             return Ok(());
         }
         let Some(info) = self.game.occupants().into_iter().find(|s| s.seat == seat) else {

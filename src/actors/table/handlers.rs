@@ -10,12 +10,11 @@ use tracing::{error, warn};
 
 use super::error::TableError;
 use super::fanout::{SessionId, Subscriber, Watcher};
-use super::play::beside;
+use super::play::{beside, Applied};
 use super::Table;
 use crate::chips::{Chips, PlayerId, SeatNo};
 use crate::games::Game;
-use crate::instruments;
-use crate::store::StoreError;
+use crate::store::{EntryKind, StoreError};
 use crate::types::{Fence, FreezeReason};
 
 /// Subscribe a session; the table sends it a snapshot, or with `since` the
@@ -202,11 +201,18 @@ impl<G: Game> Handler<Act> for Table<G> {
         let command = G::command(&msg.fields)?;
         let seat = self.live_seat_of(&msg.player)?;
         let decision = msg.decision;
-        let rng = &mut rand::thread_rng();
-        let events = self.apply(|g| g.apply(seat, decision, command, rng), ctx)?;
-        self.advance(events, ctx);
-        metrics::histogram!(instruments::ACTION_TO_BROADCAST_SECONDS)
-            .record(msg.received.elapsed().as_secs_f64());
+        let j = self.journalled();
+        let mut rng = j.rng(j.next);
+        let events = self.apply(|g| g.apply(seat, decision, command, &mut rng), ctx)?;
+        // Told once committed (I15): the act is journalled as its frame's
+        // game fields, which the game parses again on a replay.
+        let applied = Applied {
+            kind: EntryKind::Act,
+            seat,
+            decision: Some(decision),
+            fields: Some(serde_json::Value::Object(msg.fields)),
+        };
+        self.commit(applied, events, Some(msg.received), ctx);
         Ok(())
     }
 }

@@ -190,6 +190,9 @@ pub struct Table<G: Game> {
     action_deadline_ms: Option<i64>,
     /// The boundary writes, one at a time; see `persist`.
     writer: writer::Writer,
+    /// The hand in progress as the journal knows it (its seed, the place
+    /// of its next command).
+    hand: Option<play::Journalled>,
     /// Buy-ins and cash-outs in flight, beside the game.
     side: side_writes::SideWrites,
     span: tracing::Span,
@@ -242,6 +245,7 @@ impl<G: Game> Table<G> {
             action_deadline_ms: None,
             writer: writer::Writer::default(),
             side: side_writes::SideWrites::default(),
+            hand: None,
             span,
         }
     }

@@ -7,6 +7,8 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use futures::future::LocalBoxFuture;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
 
 use actix::prelude::*;
 use tracing::{error, info, warn};
@@ -17,7 +19,7 @@ use super::{note_stale_write, Phase, Table};
 use crate::chips::SeatNo;
 use crate::games::{Game, Refusal, Role, Told};
 use crate::instruments;
-use crate::store::{Boundary, CashOut, StoreError, TableStore};
+use crate::store::{Appended, Boundary, CashOut, Entry, EntryKind, StoreError, TableStore};
 use crate::types::{ErrorCode, FreezeReason, PauseReason};
 
 /// The events one change of a game's state produced.
@@ -28,6 +30,61 @@ pub(super) type Events<G> = Vec<Told<<G as Game>::Event>>;
 pub(super) struct Outcome<G: Game> {
     result: Events<G>,
     voided: Told<G::Event>,
+}
+
+/// What follows a write once it has an outcome.
+pub(super) enum After<G: Game> {
+    /// Nothing is told beyond what the write's failure brings.
+    Nothing,
+    /// A boundary: its result once recorded, else that it was voided.
+    Boundary(Outcome<G>),
+    /// A journalled command: the events it produced go out (and whatever
+    /// follows them) once it is committed, and never otherwise (I15).
+    Journalled {
+        events: Events<G>,
+        /// When the session read the act, for the latency histogram.
+        received: Option<Instant>,
+    },
+}
+
+/// A command a seat's table applied, as the journal records it.
+pub(super) struct Applied {
+    pub kind: EntryKind,
+    pub seat: SeatNo,
+    /// The decision it answered (an act's, the clock's).
+    pub decision: Option<u64>,
+    /// An act's own fields, which the game parses again on a replay.
+    pub fields: Option<serde_json::Value>,
+}
+
+/// The hand (or game) in progress as the journal knows it: the seed that
+/// decides its randomness and the place of its next command.
+#[derive(Clone, Copy)]
+pub(super) struct Journalled {
+    pub number: u64,
+    pub seed: [u8; 32],
+    pub next: u32,
+}
+
+impl Journalled {
+    /// A fresh hand `number` with a seed of its own; its start is seq 0.
+    pub(super) fn dealt(number: u64) -> Journalled {
+        Journalled {
+            number,
+            seed: rand::random(),
+            next: 0,
+        }
+    }
+
+    /// The randomness command `seq` of this hand is given: a stream of the
+    /// hand's seed of its own, so a refused command (which is not
+    /// journalled) never shifts what a later one draws, and a replay of the
+    /// journal draws exactly what the hand drew.
+    pub(super) fn rng(&self, seq: u32) -> ChaCha20Rng {
+        let mut rng = ChaCha20Rng::from_seed(self.seed);
+        rng.set_stream(u64::from(seq));
+        rng
+    }
 }
 
 impl<G: Game> Table<G> {
@@ -146,10 +203,17 @@ impl<G: Game> Table<G> {
                 return;
             };
             info!(seat, "action clock ran out");
-            let rng = &mut rand::thread_rng();
-            if let Some(events) = act.apply_internal(|g| g.apply(seat, decision, command, rng), ctx)
-            {
-                act.advance(events, ctx);
+            let j = act.journalled();
+            let mut rng = j.rng(j.next);
+            let change = |g: &mut G| g.apply(seat, decision, command, &mut rng);
+            if let Some(events) = act.apply_internal(change, ctx) {
+                let applied = Applied {
+                    kind: EntryKind::Timeout,
+                    seat,
+                    decision: Some(decision),
+                    fields: None,
+                };
+                act.commit(applied, events, None, ctx);
             }
         });
     }
@@ -192,7 +256,81 @@ impl<G: Game> Table<G> {
                 Ok(())
             })
         });
-        self.persist(write, Some(Outcome { result, voided }), ctx);
+        self.persist(write, After::Boundary(Outcome { result, voided }), ctx);
+    }
+
+    /// Which hand the next journalled command belongs to. A command with no
+    /// deal of this hosting behind it (none is dealt yet) gets a hand of its
+    /// own, its start not journalled.
+    pub(super) fn journalled(&mut self) -> Journalled {
+        let number = self.game.number();
+        match self.hand {
+            Some(j) if j.number == number => j,
+            _ => {
+                let j = Journalled {
+                    next: 1,
+                    ..Journalled::dealt(number)
+                };
+                self.hand = Some(j);
+                j
+            }
+        }
+    }
+
+    /// Commits a command just applied to the journal, and tells its events
+    /// only once it is committed.
+    pub(super) fn commit(
+        &mut self,
+        applied: Applied,
+        events: Events<G>,
+        received: Option<Instant>,
+        ctx: &mut Context<Self>,
+    ) {
+        let j = self.journalled();
+        let entry = Entry {
+            number: j.number,
+            seq: j.next,
+            kind: applied.kind,
+            seat: Some(applied.seat),
+            decision: applied.decision,
+            command: applied.fields,
+            seed: None,
+        };
+        if let Some(h) = &mut self.hand {
+            h.next = h.next.saturating_add(1);
+        }
+        self.journal(entry, After::Journalled { events, received }, ctx);
+    }
+
+    /// Writes one journal entry under the table's fence (in the process's
+    /// next group commit), holding the table still until it lands, then
+    /// does `after`.
+    pub(super) fn journal(&mut self, entry: Entry, after: After<G>, ctx: &mut Context<Self>) {
+        let env = self.env.clone();
+        let fence = self.fence;
+        let entry = Rc::new(entry);
+        let write: Write = Rc::new(move |retry| {
+            let (env, entry) = (env.clone(), entry.clone());
+            Box::pin(async move {
+                let started = Instant::now();
+                match env.store.journal(fence, (*entry).clone()).await? {
+                    Appended::Committed => {}
+                    // An earlier try committed and only its answer was lost.
+                    Appended::AlreadyThere if retry => {}
+                    Appended::AlreadyThere => {
+                        return Err(StoreError::Inconsistent(format!(
+                            "journal entry {} of hand {} is recorded already",
+                            entry.seq, entry.number
+                        )))
+                    }
+                }
+                metrics::counter!(instruments::JOURNAL_ENTRIES).increment(1);
+                metrics::histogram!(instruments::JOURNAL_COMMIT_SECONDS)
+                    .record(started.elapsed().as_secs_f64());
+                Ok(())
+            })
+        });
+        self.persist(write, after, ctx);
     }
 
     /// Runs one boundary write, holding the table still until it commits:
@@ -205,23 +343,12 @@ impl<G: Game> Table<G> {
     /// given up, and the players are told the table is paused meanwhile
     /// (I11). `told` is what the players learn once the write has an
     /// outcome.
-    pub(super) fn persist(
-        &mut self,
-        write: Write,
-        told: Option<Outcome<G>>,
-        ctx: &mut Context<Self>,
-    ) {
+    pub(super) fn persist(&mut self, write: Write, told: After<G>, ctx: &mut Context<Self>) {
         self.writer.begin();
         self.attempt(write, told, 0, ctx);
     }
 
-    fn attempt(
-        &mut self,
-        write: Write,
-        told: Option<Outcome<G>>,
-        tries: u32,
-        ctx: &mut Context<Self>,
-    ) {
+    fn attempt(&mut self, write: Write, told: After<G>, tries: u32, ctx: &mut Context<Self>) {
         let backoff = writer::backoff(tries);
         let run = write.clone();
         let fut = async move {
@@ -249,25 +376,39 @@ impl<G: Game> Table<G> {
                 Next::Done { resume } => resume,
             };
             match res {
-                Ok(()) => {
-                    if let Some(told) = told {
-                        act.broadcast(told.result);
+                Ok(()) => match told {
+                    After::Journalled { events, received } => {
+                        act.advance(events, ctx);
+                        if let Some(at) = received {
+                            metrics::histogram!(instruments::ACTION_TO_BROADCAST_SECONDS)
+                                .record(at.elapsed().as_secs_f64());
+                        }
+                        act.end_write_pause(resume, ctx);
                     }
-                    act.end_write_pause(resume, ctx);
-                    act.after_boundary(ctx);
-                }
+                    told => {
+                        if let After::Boundary(told) = told {
+                            act.broadcast(told.result);
+                        }
+                        act.end_write_pause(resume, ctx);
+                        act.after_boundary(ctx);
+                    }
+                },
                 Err(e) => {
                     act.end_write_pause(resume, ctx);
                     // A refused write changed nothing: the hand is void. A
                     // transient failure given up on (the lease is gone) may
                     // or may not have landed, so nothing is claimed about it
                     // beyond the freeze.
-                    if let Some(told) = told.filter(|_| !e.is_transient()) {
-                        warn!(
-                            event = "hand_voided",
-                            "the hand's result was not recorded; voided"
-                        );
-                        act.broadcast(vec![told.voided]);
+                    // A journalled command refused is never told (I15).
+                    match told {
+                        After::Boundary(told) if !e.is_transient() => {
+                            warn!(
+                                event = "hand_voided",
+                                "the hand's result was not recorded; voided"
+                            );
+                            act.broadcast(vec![told.voided]);
+                        }
+                        _ => {}
                     }
                     act.on_write_error(e, ctx);
                 }
@@ -351,7 +492,11 @@ impl<G: Game> Table<G> {
         // stopped (SIGSTOP) or descheduled between the check and the deal
         // has as little room as possible to deal on a lease it has lost.
         let mut next = self.game.clone();
-        let events = match catch_unwind(AssertUnwindSafe(|| next.start(&mut rand::thread_rng()))) {
+        // The deal's randomness comes from a seed of its own, journalled
+        // with it (server-side only): a replay deals the same cards.
+        let dealt = Journalled::dealt(0);
+        let mut rng = dealt.rng(0);
+        let events = match catch_unwind(AssertUnwindSafe(|| next.start(&mut rng))) {
             Ok(Some(events)) => events,
             Ok(None) => {
                 error!("the game did not start although it said it could; freezing the table");
@@ -384,7 +529,18 @@ impl<G: Game> Table<G> {
             dealt_fence = self.fence.0,
             "hand dealt"
         );
-        self.advance(events, ctx);
+        let number = self.game.number();
+        self.hand = Some(Journalled {
+            number,
+            next: 1,
+            ..dealt
+        });
+        let start = Entry::start(number, dealt.seed);
+        let after = After::Journalled {
+            events,
+            received: None,
+        };
+        self.journal(start, after, ctx);
     }
 
     /// Abandons the hand in progress: stacks go back to the last boundary,
@@ -422,7 +578,7 @@ impl<G: Game> Table<G> {
                 settled_on_retry(&env.store, &outs, retry, res).await
             })
         });
-        self.persist(write, None, ctx);
+        self.persist(write, After::Nothing, ctx);
     }
 }
 
