@@ -65,6 +65,29 @@ async fn boundaries(db: &common::TestDb, table: &str) -> Vec<(i64, Value, i64)> 
     .expect("read boundaries")
 }
 
+/// The journal Postgres holds for `table`, in order: `(number, fence, seq,
+/// kind, seat, command, length of the seed)`.
+type JournalRow = (
+    i64,
+    i64,
+    i32,
+    String,
+    Option<i16>,
+    Option<Value>,
+    Option<i32>,
+);
+
+async fn journal(db: &common::TestDb, table: &str) -> Vec<JournalRow> {
+    sqlx::query_as(
+        "SELECT number, fence, seq, kind, seat, command, length(seed) FROM journal \
+         WHERE table_id = $1 ORDER BY number, fence, seq",
+    )
+    .bind(table)
+    .fetch_all(&db.pool().await)
+    .await
+    .expect("read the journal")
+}
+
 /// `(seat, player, stack)` as a table view lists its seats.
 fn seats(view: &Value) -> Vec<(u64, String, u64)> {
     let seats = view["seats"].as_array().expect("seats");
@@ -167,6 +190,19 @@ async fn a_game_the_runtime_does_not_know_is_played_direct_and_relayed_and_drain
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     assert_eq!((recorded[0].0, &recorded[0].1), (1, &json!({"winner": 0})));
     let fence_b = recorded[0].2;
+    // Every command the game applied was committed before it was told, in
+    // the order it was applied; the refused ones left nothing. The deal's
+    // seed stays in Postgres.
+    let act = |take: u64| Some(json!({"take": take}));
+    assert_eq!(
+        journal(&db, &t).await,
+        vec![
+            (1, fence_b, 0, "start".into(), None, None, Some(32)),
+            (1, fence_b, 1, "act".into(), Some(0), act(1), None),
+            (1, fence_b, 2, "timeout".into(), Some(1), None, None),
+            (1, fence_b, 3, "act".into(), Some(0), act(3), None),
+        ]
+    );
     assert_eq!(
         seats(&a.table(&t).await),
         vec![(0, "alice".into(), 25), (1, "bob".into(), 15)]
@@ -211,6 +247,15 @@ async fn a_game_the_runtime_does_not_know_is_played_direct_and_relayed_and_drain
         recorded[1].2 > fence_b,
         "recorded under the new fence: {recorded:?}"
     );
+    // Game 1's commands went with its successor's boundary; game 2's are
+    // kept, under the new owner's fence.
+    let fence_a = recorded[1].2;
+    let kept = journal(&db, &t).await;
+    assert!(
+        kept.iter().all(|row| (row.0, row.1) == (2, fence_a)),
+        "{kept:?}"
+    );
+    assert_eq!(kept.len(), 3, "start and two takes: {kept:?}");
     assert_eq!(
         seats(&a.table(&t).await),
         vec![(0, "alice".into(), 30), (1, "bob".into(), 10)]

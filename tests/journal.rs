@@ -179,8 +179,14 @@ async fn an_entry_racing_a_newer_owners_stamp_waits_for_it_and_is_refused() {
     let mut db = common::test_db().await;
     let store = db.store("journal-test").await;
     let t = stamped_table(&store).await;
-    // The newer owner's stamp holds the row and moves the fence on.
-    let mut stamp = db.lock_table_row(t.as_str()).await;
+    // The newer owner's stamp holds the row (`FOR UPDATE`, as a stamp
+    // does) and moves the fence on.
+    let mut stamp = db.pool().await.begin().await.unwrap();
+    sqlx::query("SELECT id FROM tables WHERE id = $1 FOR UPDATE")
+        .bind(t.as_str())
+        .execute(&mut *stamp)
+        .await
+        .unwrap();
     sqlx::query("UPDATE tables SET owner_fencing_token = 2 WHERE id = $1")
         .bind(t.as_str())
         .execute(&mut *stamp)

@@ -136,7 +136,7 @@ async fn a_paused_owner_wakes_up_stale_its_write_is_refused_and_the_new_owner_is
 }
 
 #[tokio::test]
-async fn a_result_whose_write_is_refused_is_never_told_and_the_hand_is_voided_instead() {
+async fn a_command_whose_journal_write_is_refused_is_never_told_and_the_copy_stops() {
     let db = test_db().await;
     let env = unique_env();
     let server = Server::start(
@@ -149,29 +149,18 @@ async fn a_result_whose_write_is_refused_is_never_told_and_the_hand_is_voided_in
     let hand = turn["hand"].as_u64().expect("hand");
 
     // A newer owner stamps the table behind this one's back (as after a
-    // lost lease): this owner's boundary write will be refused.
+    // lost lease): this owner's next journal write will be refused.
     let pool = db.pool().await;
     db.stamp_behind_owner(&t).await;
 
-    // The player to act folds: the hand ends, its write is refused.
+    // The player to act folds: the fold is journalled under the old fence
+    // first, which Postgres refuses, so nothing it produced is told (I15).
     actor
         .client
         .send(json!({"type": "act", "table": t, "hand": hand, "decision": turn["decision"], "action": "fold"}))
         .await;
     for p in [&mut actor, &mut other] {
-        let voided = p
-            .client
-            .recv_event("hand_voided", Duration::from_secs(5))
-            .await
-            .unwrap_or_else(|| panic!("{} is told the hand is void: {:?}", p.name, p.client.seen));
-        assert_eq!(voided["hand"].as_u64(), Some(hand));
-        assert_eq!(voided["reason"], "not_recorded");
-        assert_eq!(
-            play::stacks_of(&voided),
-            [(0, 100), (1, 100)].into_iter().collect(),
-            "stacks back to the start of the hand"
-        );
-        // Then the copy stops; nobody else hosts the table, so the client
+        // The copy stops; nobody else hosts the table, so the client
         // follows it to a new hosting here, under a higher fence.
         let snap = p
             .client
@@ -179,21 +168,36 @@ async fn a_result_whose_write_is_refused_is_never_told_and_the_hand_is_voided_in
             .await
             .unwrap_or_else(|| panic!("{} sees the table again: {:?}", p.name, p.client.seen));
         assert!(snap["state"]["fence"].as_u64() > Some(2), "{snap}");
+        let fold = |v: &serde_json::Value| v["kind"] == "action" && v["action"] == "fold";
+        assert!(
+            !p.client.seen.iter().any(fold),
+            "{} was told a fold Postgres never recorded: {:?}",
+            p.name,
+            p.client.seen
+        );
         for kind in ["showdown", "pot_awarded", "hand_ended"] {
             assert!(
                 !p.client.seen.iter().any(|v| v["kind"] == kind),
-                "{} was told {kind} for a hand Postgres never recorded: {:?}",
+                "{} was told {kind} of a hand Postgres never recorded: {:?}",
                 p.name,
                 p.client.seen
             );
         }
     }
-    let hands: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hands WHERE table_id = $1")
-        .bind(&t)
-        .fetch_one(&pool)
-        .await
-        .expect("count");
-    assert_eq!(hands, 0);
+    let (_, text) = server.get("/metrics").await;
+    assert!(
+        metric(&text, "pitboss_journal_stale_refused_total") >= 1.0,
+        "the refusal is counted: {text}"
+    );
+    let (hands, journalled): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM hands WHERE table_id = $1), \
+                (SELECT COUNT(*) FROM journal WHERE table_id = $1 AND kind = 'act')",
+    )
+    .bind(&t)
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    assert_eq!((hands, journalled), (0, 0));
 }
 
 #[tokio::test]

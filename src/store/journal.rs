@@ -239,8 +239,10 @@ fn answer(p: Pending, outcome: Result<Appended, StoreError>) {
 }
 
 /// The batch as one statement: each row is inserted only if its table's
-/// row holds its fence (a share lock on it, so a takeover's stamp waits for
-/// the batch and then sees its rows), then the refused ones are told why.
+/// row holds its fence (`FOR KEY SHARE` on it: a takeover's stamp, which
+/// holds the row `FOR UPDATE`, waits for the batch and then sees its rows,
+/// while the table's own fenced writes, `FOR NO KEY UPDATE`, never hold
+/// the batch up), then the refused ones are told why.
 async fn insert(
     pool: &PgPool,
     batch: &[Pending],
@@ -275,7 +277,7 @@ async fn insert(
          ), fenced AS ( \
              SELECT t.id, t.owner_fencing_token AS fence FROM tables t JOIN input i \
                  ON t.id = i.table_id AND t.owner_fencing_token = i.fence \
-             FOR SHARE OF t \
+             FOR KEY SHARE OF t \
          ) \
          INSERT INTO journal (table_id, number, fence, seq, kind, seat, decision, command, seed) \
          SELECT i.table_id, i.number, i.fence, i.seq, i.kind, i.seat, i.decision, \

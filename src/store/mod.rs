@@ -1,10 +1,12 @@
 //! Postgres: tables, wallets, seats, hands, ledger, state transitions.
 //!
 //! Every write to a table's rows is fenced: it locks the table row
-//! (`FOR UPDATE`), compares the owner's fencing token with the caller's, and
-//! only then writes, in one transaction. The row lock serialises boundary
-//! writes against a new owner's stamp, so a stale owner can never land a
-//! write after a newer owner has stamped the table.
+//! (`FOR NO KEY UPDATE`; `FOR UPDATE` for what moves the fence), compares
+//! the owner's fencing token with the caller's, and only then writes, in one
+//! transaction. The row lock serialises boundary writes against a new
+//! owner's stamp, so a stale owner can never land a write after a newer
+//! owner has stamped the table. The journal's group commit holds the row
+//! `FOR KEY SHARE`: it waits only for what moves the fence.
 
 use std::sync::Arc;
 use std::time::Duration;

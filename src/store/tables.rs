@@ -4,7 +4,10 @@
 use sqlx::Row;
 
 use super::instances::owner_alive_in;
-use super::tx::{cash_out_in, insert_event, lock_fenced, lock_table, move_state, seat_rows, Step};
+use super::tx::{
+    cash_out_in, insert_event, lock_fenced, lock_fenced_as, lock_table, move_state, seat_rows,
+    RowLock, Step,
+};
 use super::*;
 
 impl Store {
@@ -234,7 +237,7 @@ impl Store {
         owner: &str,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        let current = lock_fenced(&mut tx, id, old).await?;
+        let current = lock_fenced_as(&mut tx, id, old, RowLock::Fence).await?;
         if current.owner.as_deref() != Some(owner) || new <= old {
             return Err(StoreError::StaleOwnerBoundaryWrite {
                 table: id.clone(),

@@ -19,18 +19,48 @@ impl Locked {
     }
 }
 
+/// How a transaction holds the table row.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum RowLock {
+    /// `FOR UPDATE`: for what moves the fence (a stamp, a re-assert, an
+    /// operator's freeze). It waits for the journal's batches (which hold
+    /// the row `FOR KEY SHARE`), and they for it, so a newer owner sees
+    /// every journal row an older fence committed.
+    Fence,
+    /// `FOR NO KEY UPDATE`: for a fenced write that keeps the fence
+    /// (buy-ins, cash-outs, boundaries, transitions). Serialised against
+    /// each other and against a stamp, but never in the way of the
+    /// journal: the hand in progress goes on while such a write waits.
+    Write,
+}
+
 pub(super) async fn lock_table(
     tx: &mut Transaction<'_, Postgres>,
     id: &TableId,
 ) -> Result<Locked, StoreError> {
-    let row = sqlx::query(
-        "SELECT state, state_reason, owner_fencing_token, owner_instance FROM tables \
-         WHERE id = $1 FOR UPDATE",
-    )
-    .bind(id.as_str())
-    .fetch_optional(&mut **tx)
-    .await?
-    .ok_or(StoreError::TableNotFound)?;
+    lock_row(tx, id, RowLock::Fence).await
+}
+
+pub(super) async fn lock_row(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+    lock: RowLock,
+) -> Result<Locked, StoreError> {
+    let sql = match lock {
+        RowLock::Fence => {
+            "SELECT state, state_reason, owner_fencing_token, owner_instance FROM tables \
+             WHERE id = $1 FOR UPDATE"
+        }
+        RowLock::Write => {
+            "SELECT state, state_reason, owner_fencing_token, owner_instance FROM tables \
+             WHERE id = $1 FOR NO KEY UPDATE"
+        }
+    };
+    let row = sqlx::query(sql)
+        .bind(id.as_str())
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(StoreError::TableNotFound)?;
     Ok(Locked {
         state: row.try_get("state")?,
         reason: row.try_get("state_reason")?,
@@ -39,12 +69,22 @@ pub(super) async fn lock_table(
     })
 }
 
+/// Locks the table row for a write that keeps the fence, and checks it.
 pub(super) async fn lock_fenced(
     tx: &mut Transaction<'_, Postgres>,
     id: &TableId,
     fence: Fence,
 ) -> Result<Locked, StoreError> {
-    let locked = lock_table(tx, id).await?;
+    lock_fenced_as(tx, id, fence, RowLock::Write).await
+}
+
+pub(super) async fn lock_fenced_as(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+    fence: Fence,
+    lock: RowLock,
+) -> Result<Locked, StoreError> {
+    let locked = lock_row(tx, id, lock).await?;
     if locked.fence != fence {
         return Err(StoreError::StaleOwnerBoundaryWrite {
             table: id.clone(),

@@ -87,12 +87,14 @@ impl TestDb {
         self.pool.clone()
     }
 
-    /// Holds the row lock on table `id` (as a stuck transaction elsewhere
-    /// would) until the returned transaction ends.
+    /// Holds the row lock on table `id` until the returned transaction ends,
+    /// as a fenced write stuck elsewhere would (`FOR NO KEY UPDATE`): buy-ins,
+    /// cash-outs, boundary writes and stamps wait behind it; the journal
+    /// does not.
     #[allow(dead_code)] // not every test binary locks rows
     pub async fn lock_table_row(&self, id: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
         let mut tx = self.pool.begin().await.expect("begin");
-        sqlx::query("SELECT id FROM tables WHERE id = $1 FOR UPDATE")
+        sqlx::query("SELECT id FROM tables WHERE id = $1 FOR NO KEY UPDATE")
             .bind(id)
             .execute(&mut *tx)
             .await

@@ -87,6 +87,8 @@ SIGTERM or is killed, beside the baseline measured in the same run.")]
 Fenced hand writes per second, pitboss's own boundary write beside\n\
 pgbench running the same transaction shape, in the same run.")]
     Writes(writes::Options),
+    /// Journalled commands per second: the group commit beside pgbench's one transaction per command
+    Journal(journal::Options),
     /// One floor server of `idle`, run as a process of its own
     #[command(hide = true)]
     WsFloor {
@@ -159,6 +161,7 @@ mod cluster;
 mod floor;
 mod idle;
 mod instance;
+mod journal;
 mod play;
 mod takeover;
 mod writes;
@@ -263,6 +266,7 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|e| usage_error("writes", e).exit());
             runtime()?.block_on(writes::run(o, args))
         }
+        Some(Command::Journal(o)) => runtime()?.block_on(journal::run(o, args)),
         Some(Command::Leases(o)) => runtime()?.block_on(leases(o, args)),
         None => runtime()?.block_on(leases(cli.leases, args)),
     }
