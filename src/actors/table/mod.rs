@@ -7,7 +7,8 @@
 //! - [`cash_out`]: standing players up, and cash-outs beside the hand;
 //! - [`fanout`]: subscribers, history, replay, snapshots;
 //! - [`lifecycle`]: freeze, drain, idle release, absent players, deadline;
-//! - [`timers`]: the one-shot deadlines, armed only while something is due.
+//! - [`timers`]: the one-shot deadlines, armed only while something is due;
+//! - [`replay`]: the hand in progress rebuilt from its journal.
 
 mod cash_out;
 mod env;
@@ -18,6 +19,7 @@ mod handlers;
 mod lifecycle;
 mod play;
 mod registry;
+mod replay;
 mod side_writes;
 mod timers;
 mod writer;

@@ -7,7 +7,6 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use futures::future::LocalBoxFuture;
-use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 use actix::prelude::*;
@@ -81,9 +80,7 @@ impl Journalled {
     /// journalled) never shifts what a later one draws, and a replay of the
     /// journal draws exactly what the hand drew.
     pub(super) fn rng(&self, seq: u32) -> ChaCha20Rng {
-        let mut rng = ChaCha20Rng::from_seed(self.seed);
-        rng.set_stream(u64::from(seq));
-        rng
+        super::replay::rng(&self.seed, seq)
     }
 }
 

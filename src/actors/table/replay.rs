@@ -1,0 +1,246 @@
+//! Rebuilding the hand (or game) in progress from the journal (I15): the
+//! game as its last boundary left it, then each journalled command applied
+//! again, in order, with the randomness it was applied with. The game is
+//! deterministic given its state, the command and that randomness, so the
+//! result is the hand exactly as its owner held it: the same cards, the
+//! same decision, the same stacks.
+//!
+//! The table deals and applies with [`rng`]. Hosting a table from its
+//! journal after an owner change is not wired to [`replay`] yet (an owner
+//! change still voids the hand in progress): until then only the tests
+//! call it.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use serde_json::Value;
+
+use crate::games::{Game, Refusal, Told};
+use crate::store::{Entry, EntryKind};
+use crate::types::ErrorCode;
+
+/// The randomness command `seq` of a hand with `seed` is given: a ChaCha20
+/// stream of the seed of its own, so a refused command (never journalled)
+/// shifts nothing, and a replay draws exactly what the hand drew.
+pub(super) fn rng(seed: &[u8; 32], seq: u32) -> ChaCha20Rng {
+    let mut rng = ChaCha20Rng::from_seed(*seed);
+    rng.set_stream(u64::from(seq));
+    rng
+}
+
+/// Applies a hand's journal to `game` (which stands at the boundary before
+/// it): the start first (seq 0, its seed), then every later entry in
+/// `seq` order. Returns the events the commands produced, which were
+/// told when they were applied.
+///
+/// Refused when the journal does not fit the game: no start, a gap in the
+/// sequence, a command the game refuses now. A journal that does not replay
+/// is never guessed at.
+pub(super) fn replay<G: Game>(
+    game: &mut G,
+    entries: &[Entry],
+) -> Result<Vec<Told<G::Event>>, Refusal> {
+    let broken = |what: String| Refusal::new(ErrorCode::Internal, what);
+    let Some((start, rest)) = entries.split_first() else {
+        return Err(broken("a journal without a start".into()));
+    };
+    let seed = match (start.kind, start.seq, start.seed) {
+        (EntryKind::Start, 0, Some(seed)) => seed,
+        _ => return Err(broken(format!("entry {} is not a start", start.seq))),
+    };
+    let mut told = game
+        .start(&mut rng(&seed, 0))
+        .ok_or_else(|| broken("the game does not start again".into()))?;
+    if game.number() != start.number {
+        return Err(broken(format!(
+            "the start dealt boundary {}, the journal holds {}",
+            game.number(),
+            start.number
+        )));
+    }
+    for (at, entry) in rest.iter().enumerate() {
+        let expected = u32::try_from(at + 1).unwrap_or(u32::MAX);
+        if entry.seq != expected || entry.number != start.number {
+            return Err(broken(format!(
+                "entry {}/{} where {}/{expected} was due",
+                entry.number, entry.seq, start.number
+            )));
+        }
+        let seat = entry
+            .seat
+            .ok_or_else(|| broken(format!("entry {} names no seat", entry.seq)))?;
+        let mut draw = rng(&seed, entry.seq);
+        let events = match entry.kind {
+            EntryKind::Act => {
+                let fields = match &entry.command {
+                    Some(Value::Object(fields)) => fields,
+                    _ => return Err(broken(format!("act {} has no fields", entry.seq))),
+                };
+                let command = G::command(fields)?;
+                game.apply(seat, decision(entry)?, command, &mut draw)?
+            }
+            EntryKind::Timeout => {
+                let command = game
+                    .on_timeout()
+                    .ok_or_else(|| broken(format!("no default for timeout {}", entry.seq)))?;
+                game.apply(seat, decision(entry)?, command, &mut draw)?
+            }
+            EntryKind::Leave => game.leave(seat)?,
+            EntryKind::Start => return Err(broken(format!("a second start at {}", entry.seq))),
+        };
+        told.extend(events);
+    }
+    Ok(told)
+}
+
+fn decision(entry: &Entry) -> Result<u64, Refusal> {
+    entry.decision.ok_or_else(|| {
+        Refusal::new(
+            ErrorCode::Internal,
+            format!("entry {} names no decision", entry.seq),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chips::{Chips, SeatNo};
+    use crate::games::holdem::rules::LegalAction;
+    use crate::games::holdem::Holdem;
+    use crate::games::Occupant;
+    use serde_json::json;
+
+    fn holdem() -> Holdem {
+        let body = json!({
+            "small_blind": 1, "big_blind": 2, "seats": 6,
+            "min_buy_in": 40, "max_buy_in": 200
+        });
+        let config = Holdem::config(body.as_object().unwrap()).unwrap();
+        let mut game = Holdem::new(config).unwrap();
+        for (seat, name) in [(0, "ann"), (2, "bob"), (4, "cy")] {
+            game.sit(seat, name, Chips(100)).unwrap();
+        }
+        game
+    }
+
+    /// What a player sees: the table's view from each seat and a
+    /// watcher's, and the open decision.
+    fn seen(game: &Holdem) -> Value {
+        let seats: Vec<Value> = [None, Some(0), Some(2), Some(4)]
+            .into_iter()
+            .map(|s: Option<SeatNo>| serde_json::to_value(game.view(s)).unwrap())
+            .collect();
+        let open = game.decision().map(|d| (d.seat, d.number));
+        json!({ "views": seats, "decision": open })
+    }
+
+    /// Plays a hand the way the table does (each command with its own
+    /// stream of the seed), journalling what it applied, for `steps`
+    /// commands: acts (a check, else a call), the clock's act at the third, and one
+    /// refused act before each (not journalled).
+    fn journalled(game: &mut Holdem, seed: [u8; 32], steps: u32) -> Vec<Entry> {
+        game.start(&mut rng(&seed, 0)).unwrap();
+        let mut entries = vec![Entry::start(game.number(), seed)];
+        for seq in 1..=steps {
+            let Some(open) = game.decision() else { break };
+            let hand = game.number();
+            // A refused act (a stale decision) draws nothing and is left
+            // out.
+            let stale =
+                Holdem::command(json!({"hand": hand, "action": "fold"}).as_object().unwrap())
+                    .unwrap();
+            assert!(game
+                .apply(open.seat, open.number + 7, stale, &mut rng(&seed, seq))
+                .is_err());
+            let entry = if seq != 3 {
+                let action = if open.legal.contains(&LegalAction::Check) {
+                    "check"
+                } else {
+                    "call"
+                };
+                let fields = json!({"hand": hand, "action": action});
+                let command = Holdem::command(fields.as_object().unwrap()).unwrap();
+                game.apply(open.seat, open.number, command, &mut rng(&seed, seq))
+                    .unwrap();
+                Entry {
+                    number: hand,
+                    seq,
+                    kind: EntryKind::Act,
+                    seat: Some(open.seat),
+                    decision: Some(open.number),
+                    command: Some(fields),
+                    seed: None,
+                }
+            } else {
+                let command = game.on_timeout().unwrap();
+                game.apply(open.seat, open.number, command, &mut rng(&seed, seq))
+                    .unwrap();
+                Entry {
+                    number: hand,
+                    seq,
+                    kind: EntryKind::Timeout,
+                    seat: Some(open.seat),
+                    decision: Some(open.number),
+                    command: None,
+                    seed: None,
+                }
+            };
+            entries.push(entry);
+        }
+        entries
+    }
+
+    /// The game as the boundary before the hand left it, rebuilt the way
+    /// a new owner rebuilds it.
+    fn at_boundary(game: &Holdem) -> Holdem {
+        let seats: Vec<Occupant> = game.occupants();
+        Holdem::resume(
+            game.settings().clone(),
+            game.number(),
+            &game.boundary_state(),
+            seats,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_replayed_journal_is_the_hand_its_owner_held_cards_decision_and_stacks() {
+        for (i, steps) in [0u32, 1, 2, 3, 5].into_iter().enumerate() {
+            let seed = [u8::try_from(i).unwrap().wrapping_mul(37).wrapping_add(1); 32];
+            let mut owner = holdem();
+            let before = at_boundary(&owner);
+            let entries = journalled(&mut owner, seed, steps);
+            let mut heir = before;
+            replay(&mut heir, &entries).expect("the journal replays");
+            assert_eq!(seen(&heir), seen(&owner), "after {steps} commands");
+            assert_eq!(heir.in_progress(), owner.in_progress());
+            assert!(owner.in_progress(), "the hand is still being played");
+        }
+    }
+
+    #[test]
+    fn another_seed_deals_other_cards_so_the_seed_is_what_decides() {
+        let mut a = holdem();
+        let mut b = holdem();
+        journalled(&mut a, [1; 32], 0);
+        journalled(&mut b, [2; 32], 0);
+        assert_ne!(seen(&a), seen(&b));
+    }
+
+    #[test]
+    fn a_journal_with_a_gap_or_without_a_start_is_refused() {
+        let mut owner = holdem();
+        let before = at_boundary(&owner);
+        let entries = journalled(&mut owner, [9; 32], 3);
+        assert_eq!(entries.len(), 4, "a start and three commands");
+        let mut gap = entries.clone();
+        gap.remove(2);
+        assert!(replay(&mut at_boundary(&before), &gap).is_err());
+        assert!(replay(&mut at_boundary(&before), &entries[1..]).is_err());
+        assert!(replay(&mut at_boundary(&before), &[]).is_err());
+        let mut heir = at_boundary(&before);
+        replay(&mut heir, &entries).unwrap();
+        assert_eq!(seen(&heir), seen(&owner));
+    }
+}
