@@ -197,7 +197,15 @@ async fn a_game_the_runtime_does_not_know_is_played_direct_and_relayed_and_drain
     assert_eq!(
         journal(&db, &t).await,
         vec![
-            (1, fence_b, 0, "start".into(), None, None, Some(32)),
+            (
+                1,
+                fence_b,
+                0,
+                "start".into(),
+                None,
+                Some(json!({"seats": [[0, "alice", 20], [1, "bob", 20]]})),
+                Some(32)
+            ),
             (1, fence_b, 1, "act".into(), Some(0), act(1), None),
             (1, fence_b, 2, "timeout".into(), Some(1), None, None),
             (1, fence_b, 3, "act".into(), Some(0), act(3), None),

@@ -118,7 +118,7 @@ async fn a_retried_entry_is_recorded_once_and_a_deal_keeps_its_seed_server_side(
     let store = db.store("journal-test").await;
     let t = stamped_table(&store).await;
     let seed = [7u8; 32];
-    let start = Entry::start(1, seed);
+    let start = Entry::start(1, seed, serde_json::json!([[0, "ann", 100]]));
     assert_eq!(
         store
             .journal()

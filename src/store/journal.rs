@@ -67,15 +67,16 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// A deal of hand `number`, decided by `seed`.
-    pub fn start(number: u64, seed: [u8; 32]) -> Entry {
+    /// A deal of hand `number`, decided by `seed`; `seats` is who sat
+    /// where with what when it was dealt (`[[seat, player, stack], …]`).
+    pub fn start(number: u64, seed: [u8; 32], seats: serde_json::Value) -> Entry {
         Entry {
             number,
             seq: 0,
             kind: EntryKind::Start,
             seat: None,
             decision: None,
-            command: None,
+            command: Some(serde_json::json!({ "seats": seats })),
             seed: Some(seed),
         }
     }

@@ -488,6 +488,8 @@ impl<G: Game> Table<G> {
         // below is the last step before it exists anywhere: a process
         // stopped (SIGSTOP) or descheduled between the check and the deal
         // has as little room as possible to deal on a lease it has lost.
+        // Who is dealt in, as the journal keeps it for a rebuild.
+        let seats = super::replay::seats_json(&self.game.occupants());
         let mut next = self.game.clone();
         // The deal's randomness comes from a seed of its own, journalled
         // with it (server-side only): a replay deals the same cards.
@@ -532,7 +534,7 @@ impl<G: Game> Table<G> {
             next: 1,
             ..dealt
         });
-        let start = Entry::start(number, dealt.seed);
+        let start = Entry::start(number, dealt.seed, seats);
         let after = After::Journalled {
             events,
             received: None,

@@ -15,7 +15,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde_json::Value;
 
-use crate::games::{Game, Refusal, Told};
+use crate::chips::{Chips, PlayerId};
+use crate::games::{Game, Occupant, Refusal, Told};
 use crate::store::{Entry, EntryKind};
 use crate::types::ErrorCode;
 
@@ -26,6 +27,68 @@ pub(super) fn rng(seed: &[u8; 32], seq: u32) -> ChaCha20Rng {
     let mut rng = ChaCha20Rng::from_seed(*seed);
     rng.set_stream(u64::from(seq));
     rng
+}
+
+/// The seats a start row keeps: `[[seat, player, stack], …]`.
+pub(super) fn seats_json(seats: &[Occupant]) -> Value {
+    Value::Array(
+        seats
+            .iter()
+            .map(|o| serde_json::json!([o.seat, o.player.0, o.stack.0]))
+            .collect(),
+    )
+}
+
+/// Who was dealt in, as a start row keeps it.
+pub(super) fn seats_at_deal(start: &Entry) -> Result<Vec<Occupant>, Refusal> {
+    let broken = || {
+        Refusal::new(
+            ErrorCode::Internal,
+            format!("start {} does not name its seats", start.number),
+        )
+    };
+    let seats = start
+        .command
+        .as_ref()
+        .and_then(|c| c.get("seats"))
+        .and_then(Value::as_array)
+        .ok_or_else(broken)?;
+    seats
+        .iter()
+        .map(|s| {
+            let seat = s
+                .get(0)
+                .and_then(Value::as_u64)
+                .and_then(|v| u8::try_from(v).ok());
+            let player = s.get(1).and_then(Value::as_str);
+            let stack = s.get(2).and_then(Value::as_u64);
+            match (seat, player, stack) {
+                (Some(seat), Some(player), Some(stack)) => Ok(Occupant {
+                    seat,
+                    player: PlayerId(player.to_owned()),
+                    stack: Chips(stack),
+                }),
+                _ => Err(broken()),
+            }
+        })
+        .collect()
+}
+
+/// The hand in progress from Postgres alone: the game at its last
+/// boundary (`number`, with the `state` the boundary stored) with the
+/// seats its start row names, then its journal replayed.
+pub(super) fn rebuild<G: Game>(
+    config: G::Config,
+    number: u64,
+    state: &Value,
+    entries: &[Entry],
+) -> Result<G, Refusal> {
+    let start = entries
+        .first()
+        .ok_or_else(|| Refusal::new(ErrorCode::Internal, "a journal without a start"))?;
+    let mut game = G::resume(config, number, state, seats_at_deal(start)?)?;
+    replay(&mut game, entries)?;
+    Ok(game)
 }
 
 /// Applies a hand's journal to `game` (which stands at the boundary before
@@ -140,8 +203,9 @@ mod tests {
     /// commands: acts (a check, else a call), the clock's act at the third, and one
     /// refused act before each (not journalled).
     fn journalled(game: &mut Holdem, seed: [u8; 32], steps: u32) -> Vec<Entry> {
+        let seats = seats_json(&game.occupants());
         game.start(&mut rng(&seed, 0)).unwrap();
-        let mut entries = vec![Entry::start(game.number(), seed)];
+        let mut entries = vec![Entry::start(game.number(), seed, seats)];
         for seq in 1..=steps {
             let Some(open) = game.decision() else { break };
             let hand = game.number();
@@ -217,6 +281,31 @@ mod tests {
             assert_eq!(heir.in_progress(), owner.in_progress());
             assert!(owner.in_progress(), "the hand is still being played");
         }
+    }
+
+    #[test]
+    fn a_hand_is_rebuilt_from_what_postgres_holds_alone() {
+        let mut owner = holdem();
+        let (number, state) = (owner.number(), owner.boundary_state());
+        let entries = journalled(&mut owner, [5; 32], 4);
+        // The round trip through JSON, as the rows are stored.
+        let stored: Vec<Entry> = entries
+            .iter()
+            .map(|e| Entry {
+                command: e
+                    .command
+                    .as_ref()
+                    .map(|c| serde_json::from_str(&c.to_string()).unwrap()),
+                ..e.clone()
+            })
+            .collect();
+        let heir: Holdem =
+            rebuild(owner.settings().clone(), number, &state, &stored).expect("rebuilt");
+        assert_eq!(seen(&heir), seen(&owner));
+        // A start that does not name its seats is not guessed at.
+        let mut unnamed = stored.clone();
+        unnamed[0].command = None;
+        assert!(rebuild::<Holdem>(owner.settings().clone(), number, &state, &unnamed).is_err());
     }
 
     #[test]
