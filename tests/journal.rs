@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use futures::future::join_all;
-use pitboss::store::{Appended, Entry, EntryKind, JournalSettings, StoreError};
+use pitboss::store::{Appended, Entry, EntryKind, JournalSettings, Store, StoreError};
 use pitboss::types::{Fence, TableId};
 
 use common::store::{is_stale, stamped_table};
@@ -27,6 +27,18 @@ fn act(number: u64, seq: u32) -> Entry {
     }
 }
 
+/// The test database's store, its journal waiting 200 ms for more entries
+/// once one has arrived, so that every append a test makes at once joins
+/// one batch.
+async fn batching_store(db: &TestDb) -> Store {
+    db.store("journal-test")
+        .await
+        .with_journal(JournalSettings {
+            window: Duration::from_millis(200),
+            ..JournalSettings::default()
+        })
+}
+
 async fn rows(db: &TestDb, t: &TableId) -> i64 {
     sqlx::query_scalar("SELECT COUNT(*) FROM journal WHERE table_id = $1")
         .bind(t.as_str())
@@ -38,14 +50,7 @@ async fn rows(db: &TestDb, t: &TableId) -> i64 {
 #[tokio::test]
 async fn a_stale_table_in_a_group_commit_is_refused_alone_and_its_neighbours_commit() {
     let db = common::test_db().await;
-    // A window long enough that every append below joins one batch.
-    let store = db
-        .store("journal-test")
-        .await
-        .with_journal(JournalSettings {
-            window: Duration::from_millis(200),
-            ..JournalSettings::default()
-        });
+    let store = batching_store(&db).await;
     let mut tables = Vec::new();
     for _ in 0..5 {
         tables.push(stamped_table(&store).await);
@@ -146,13 +151,7 @@ async fn a_retried_entry_is_recorded_once_and_a_deal_keeps_its_seed_server_side(
 #[tokio::test]
 async fn an_entry_postgres_refuses_fails_alone_in_its_group_commit() {
     let mut db = common::test_db().await;
-    let store = db
-        .store("journal-test")
-        .await
-        .with_journal(JournalSettings {
-            window: Duration::from_millis(200),
-            ..JournalSettings::default()
-        });
+    let store = batching_store(&db).await;
     let (bad, good) = (stamped_table(&store).await, stamped_table(&store).await);
     // Only a start carries a seed: the row breaks a constraint.
     let seeded_act = Entry {

@@ -192,7 +192,7 @@ async fn run(pool: PgPool, settings: JournalSettings, mut rx: mpsc::UnboundedRec
 }
 
 /// Writes one batch and answers each of its entries.
-async fn write_batch(pool: &PgPool, batch: Vec<Pending>) {
+async fn write_batch(pool: &PgPool, mut batch: Vec<Pending>) {
     metrics::histogram!(instruments::JOURNAL_BATCH_SIZE).record(batch.len() as f64);
     match insert(pool, &batch).await {
         Ok(outcomes) => {
@@ -200,7 +200,12 @@ async fn write_batch(pool: &PgPool, batch: Vec<Pending>) {
                 answer(p, outcome);
             }
         }
-        Err(e) if !e.is_transient() && batch.len() > 1 => {
+        Err(e) if batch.len() == 1 => {
+            if let Some(p) = batch.pop() {
+                answer(p, Err(e));
+            }
+        }
+        Err(e) if !e.is_transient() => {
             // Refused as a whole for something one entry did (Postgres
             // refused a row): each entry is written alone, so only the one
             // at fault is refused.
@@ -213,28 +218,27 @@ async fn write_batch(pool: &PgPool, batch: Vec<Pending>) {
             }
         }
         Err(e) => {
-            // The batch as a whole failed (Postgres unreachable, a budget
-            // ran out): every entry is told so, with the same error, and
-            // its table tries again.
-            let transient = e.is_transient();
+            // The batch as a whole failed for now (Postgres unreachable, a
+            // budget ran out): every entry is told so, as a failure worth
+            // trying again, and its table tries again.
             let text = e.to_string();
             for p in batch {
-                let err = if transient {
-                    StoreError::Db(sqlx::Error::Io(std::io::Error::other(text.clone())))
-                } else {
-                    StoreError::Inconsistent(format!("journal write failed: {text}"))
-                };
-                let _ = p.answer.send(Err(err));
+                let again = std::io::Error::other(text.clone());
+                answer(p, Err(StoreError::Db(sqlx::Error::Io(again))));
             }
         }
     }
 }
 
-/// Tells one entry's table what became of it; a stale owner's refusal is
-/// counted.
+/// Tells one entry's table what became of it; commits and a stale owner's
+/// refusals are counted.
 fn answer(p: Pending, outcome: Result<Appended, StoreError>) {
-    if let Err(StoreError::StaleOwnerBoundaryWrite { .. }) = &outcome {
-        metrics::counter!(instruments::JOURNAL_STALE_REFUSED).increment(1);
+    match &outcome {
+        Ok(Appended::Committed) => metrics::counter!(instruments::JOURNAL_ENTRIES).increment(1),
+        Err(StoreError::StaleOwnerBoundaryWrite { .. }) => {
+            metrics::counter!(instruments::JOURNAL_STALE_REFUSED).increment(1)
+        }
+        _ => {}
     }
     let _ = p.answer.send(outcome);
 }

@@ -11,7 +11,6 @@
 //! pitboss first, and each figure is the median of its rounds.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -221,31 +220,14 @@ async fn pgbench_phase(
     db: &Database,
     script: &std::path::Path,
 ) -> anyhow::Result<f64> {
-    let out = tokio::process::Command::new(&o.pgbench)
-        .args(["--no-vacuum", "--protocol", "prepared"])
-        .args(["--client", &o.pgbench_clients.to_string()])
-        .args(["--jobs", "2"])
-        .args(["--time", &o.seconds.to_string()])
-        .args(["--define", &format!("tables={}", o.tables)])
-        .arg("--file")
-        .arg(script)
-        .arg(&db.url)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .with_context(|| format!("run {} (Debian: postgresql-client)", o.pgbench.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        bail!(
-            "pgbench failed ({}): {}{}",
-            out.status,
-            stdout,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    stdout
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("tps = "))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .with_context(|| format!("no tps in pgbench's output:\n{stdout}"))
+    let defines = [("tables", o.tables)];
+    crate::pgbench::tps(
+        &o.pgbench,
+        &db.url,
+        o.pgbench_clients,
+        o.seconds,
+        &defines,
+        script,
+    )
+    .await
 }

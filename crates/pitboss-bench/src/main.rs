@@ -162,6 +162,7 @@ mod floor;
 mod idle;
 mod instance;
 mod journal;
+mod pgbench;
 mod play;
 mod takeover;
 mod writes;

@@ -12,7 +12,6 @@
 //! figure is the median of its rounds.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -332,40 +331,6 @@ async fn pgbench_phase(
     db: &Database,
     script: &std::path::Path,
 ) -> anyhow::Result<f64> {
-    let out = tokio::process::Command::new(&o.pgbench)
-        .args(["--no-vacuum", "--protocol", "prepared"])
-        .args(["--client", &o.clients.to_string()])
-        .args(["--jobs", "2"])
-        .args(["--time", &o.seconds.to_string()])
-        .args(["--define", &format!("clients={}", o.clients)])
-        .args(["--define", &format!("per={}", o.tables / o.clients)])
-        .arg("--file")
-        .arg(script)
-        .arg(&db.url)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .with_context(|| format!("run {} (Debian: postgresql-client)", o.pgbench.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        bail!(
-            "pgbench failed ({}): {}{}",
-            out.status,
-            stdout,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let failed = stdout
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("number of failed transactions: "))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .unwrap_or(0);
-    if failed > 0 {
-        bail!("pgbench: {failed} transactions failed:\n{stdout}");
-    }
-    stdout
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("tps = "))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .with_context(|| format!("no tps in pgbench's output:\n{stdout}"))
+    let defines = [("clients", o.clients), ("per", o.tables / o.clients)];
+    crate::pgbench::tps(&o.pgbench, &db.url, o.clients, o.seconds, &defines, script).await
 }

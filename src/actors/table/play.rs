@@ -321,7 +321,6 @@ impl<G: Game> Table<G> {
                         )))
                     }
                 }
-                metrics::counter!(instruments::JOURNAL_ENTRIES).increment(1);
                 metrics::histogram!(instruments::JOURNAL_COMMIT_SECONDS)
                     .record(started.elapsed().as_secs_f64());
                 Ok(())
