@@ -40,6 +40,11 @@ pub const RELAY_OWNER_CHANGES: &str = "pitboss_relay_owner_changes_total";
 pub const RELAYS_REFUSED: &str = "pitboss_relays_refused_total";
 pub const JOURNAL_ENTRIES: &str = "pitboss_journal_entries_total";
 pub const JOURNAL_STALE_REFUSED: &str = "pitboss_journal_stale_refused_total";
+/// Tables hosted with their hand (or game) in progress rebuilt from the
+/// journal, by `result`: `resumed`, or `failed` (the journal did not replay
+/// and the table was hosted at its last boundary).
+pub const JOURNAL_REPLAYS: &str = "pitboss_journal_replays_total";
+pub const REPLAY_RESULTS: &[&str] = &["resumed", "failed"];
 pub const JOURNAL_BATCH_SIZE: &str = "pitboss_journal_batch_size";
 pub const JOURNAL_COMMIT_SECONDS: &str = "pitboss_journal_commit_seconds";
 
@@ -146,6 +151,10 @@ pub fn register() {
         JOURNAL_STALE_REFUSED,
         "journal entries refused because a newer owner holds the table (never told)"
     );
+    describe_counter!(
+        JOURNAL_REPLAYS,
+        "tables hosted with the hand or game in progress replayed from the journal, by result"
+    );
     describe_histogram!(
         JOURNAL_BATCH_SIZE,
         "entries in one group commit of the journal"
@@ -202,6 +211,9 @@ pub fn register() {
         JOURNAL_STALE_REFUSED,
     ] {
         metrics::counter!(counter).absolute(0);
+    }
+    for result in REPLAY_RESULTS {
+        metrics::counter!(JOURNAL_REPLAYS, "result" => *result).absolute(0);
     }
     for result in REASSERT_RESULTS {
         metrics::counter!(LEASE_REASSERTS, "result" => *result).absolute(0);

@@ -2,7 +2,7 @@
 //! deadline), persist, hand each lease back as its table stops, exit 0. A
 //! second signal releases at once.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::warn;
@@ -27,14 +27,13 @@ pub async fn run_until_stopped(app: Application) -> anyhow::Result<()> {
         "draining"
     );
     app.rt.start_draining();
-    let drain = app.manager.send(DrainAll {
-        deadline: Instant::now() + drain_timeout,
-    });
+    let drain = app.manager.send(DrainAll);
     tokio::pin!(drain);
-    // The hard deadline (I11): hands get the drain timeout, then their
-    // voids and releases get two statement budgets; whatever is still
-    // unwritten after that is left to the next owner, and every lease is
-    // released at once.
+    // The hard deadline (I11): the writes in flight (a commit, a buy-in or
+    // a cash-out) get the drain timeout, then the releases two statement
+    // budgets; whatever is still unwritten after that is left to the next
+    // owner, and every lease is released at once. No hand is waited for:
+    // the next owner resumes it from the journal.
     let statement = Duration::from_millis(app.rt.settings.database.statement_timeout_ms);
     let hard = drain_timeout + statement * 2 + Duration::from_secs(1);
     tokio::select! {

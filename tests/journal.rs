@@ -24,6 +24,7 @@ fn act(number: u64, seq: u32) -> Entry {
         decision: Some(u64::from(seq)),
         command: Some(serde_json::json!({"hand": number, "action": "call"})),
         seed: None,
+        deadline_ms: None,
     }
 }
 

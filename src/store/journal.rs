@@ -64,6 +64,9 @@ pub struct Entry {
     /// The start's seed: what decides the hand's randomness. Server-side
     /// only: never sent, never logged.
     pub seed: Option<[u8; 32]>,
+    /// The deadline (Unix ms) of the decision this command opened, if it
+    /// opened one: the next owner keeps it (the action clock's time left).
+    pub deadline_ms: Option<i64>,
 }
 
 impl Entry {
@@ -78,6 +81,7 @@ impl Entry {
             decision: None,
             command: Some(serde_json::json!({ "seats": seats })),
             seed: Some(seed),
+            deadline_ms: None,
         }
     }
 }
@@ -262,6 +266,7 @@ async fn insert(
     let mut decisions: Vec<Option<i64>> = Vec::with_capacity(n);
     let mut commands: Vec<Option<String>> = Vec::with_capacity(n);
     let mut seeds: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
+    let mut deadlines: Vec<Option<i64>> = Vec::with_capacity(n);
     for p in batch {
         let e = &p.entry;
         tables.push(p.table.as_str());
@@ -273,20 +278,23 @@ async fn insert(
         decisions.push(e.decision.map(|d| db_u64(d, "decision")).transpose()?);
         commands.push(e.command.as_ref().map(|c| c.to_string()));
         seeds.push(e.seed.map(|s| s.to_vec()));
+        deadlines.push(e.deadline_ms);
     }
     let inserted: Vec<(String, i64, i32)> = sqlx::query_as(
         "WITH input AS ( \
              SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int4[], $5::text[], \
-                                  $6::int2[], $7::int8[], $8::text[], $9::bytea[]) \
-                 AS i(table_id, number, fence, seq, kind, seat, decision, command, seed) \
+                                  $6::int2[], $7::int8[], $8::text[], $9::bytea[], $10::int8[]) \
+                 AS i(table_id, number, fence, seq, kind, seat, decision, command, seed, \
+                      deadline_ms) \
          ), fenced AS ( \
              SELECT t.id, t.owner_fencing_token AS fence FROM tables t JOIN input i \
                  ON t.id = i.table_id AND t.owner_fencing_token = i.fence \
              FOR KEY SHARE OF t \
          ) \
-         INSERT INTO journal (table_id, number, fence, seq, kind, seat, decision, command, seed) \
+         INSERT INTO journal (table_id, number, fence, seq, kind, seat, decision, command, seed, \
+                              deadline_ms) \
          SELECT i.table_id, i.number, i.fence, i.seq, i.kind, i.seat, i.decision, \
-                i.command::jsonb, i.seed \
+                i.command::jsonb, i.seed, i.deadline_ms \
          FROM input i JOIN fenced f ON f.id = i.table_id AND f.fence = i.fence \
          ON CONFLICT DO NOTHING \
          RETURNING table_id, fence, seq",
@@ -300,6 +308,7 @@ async fn insert(
     .bind(&decisions)
     .bind(&commands)
     .bind(&seeds)
+    .bind(&deadlines)
     .fetch_all(pool)
     .await?;
     let mut outcomes: Vec<Option<Result<Appended, StoreError>>> = batch
@@ -357,6 +366,69 @@ async fn insert(
         });
     }
     Ok(outcomes.into_iter().flatten().collect())
+}
+
+/// The journal of the hand (or game) in progress at a table whose last
+/// recorded boundary is `boundary`: the entries of the latest number past
+/// it, from its latest start on (a hand dealt again under a newer fence
+/// replaces an earlier deal of the same number; a hand continued under a
+/// newer fence after an owner change keeps its earlier rows), in `seq`
+/// order. Empty when nothing is in progress.
+pub async fn in_progress(
+    pool: &PgPool,
+    table: &TableId,
+    boundary: u64,
+) -> Result<Vec<Entry>, StoreError> {
+    let rows = sqlx::query(
+        "WITH latest AS ( \
+             SELECT number, fence FROM journal \
+             WHERE table_id = $1 AND number > $2 AND seq = 0 AND kind = 'start' \
+             ORDER BY number DESC, fence DESC LIMIT 1 \
+         ) \
+         SELECT j.number, j.fence, j.seq, j.kind, j.seat, j.decision, j.command, j.seed, \
+                j.deadline_ms \
+         FROM journal j JOIN latest l ON j.number = l.number AND j.fence >= l.fence \
+         WHERE j.table_id = $1 \
+         ORDER BY j.seq, j.fence",
+    )
+    .bind(table.as_str())
+    .bind(db_u64(boundary, "boundary number")?)
+    .fetch_all(pool)
+    .await?;
+    rows.iter().map(entry_of).collect()
+}
+
+fn entry_of(row: &sqlx::postgres::PgRow) -> Result<Entry, StoreError> {
+    let broken = |what: &str| StoreError::Inconsistent(format!("journal row: {what}"));
+    let kind = match row.try_get::<&str, _>("kind")? {
+        "start" => EntryKind::Start,
+        "act" => EntryKind::Act,
+        "timeout" => EntryKind::Timeout,
+        "leave" => EntryKind::Leave,
+        _ => return Err(broken("unknown kind")),
+    };
+    let seed = match row.try_get::<Option<Vec<u8>>, _>("seed")? {
+        Some(bytes) => Some(<[u8; 32]>::try_from(bytes).map_err(|_| broken("seed size"))?),
+        None => None,
+    };
+    let number: i64 = row.try_get("number")?;
+    let seq: i32 = row.try_get("seq")?;
+    Ok(Entry {
+        number: u64::try_from(number).map_err(|_| broken("number"))?,
+        seq: u32::try_from(seq).map_err(|_| broken("seq"))?,
+        kind,
+        seat: row
+            .try_get::<Option<i16>, _>("seat")?
+            .map(|s| SeatNo::try_from(s).map_err(|_| broken("seat")))
+            .transpose()?,
+        decision: row
+            .try_get::<Option<i64>, _>("decision")?
+            .map(|d| u64::try_from(d).map_err(|_| broken("decision")))
+            .transpose()?,
+        command: row.try_get("command")?,
+        seed,
+        deadline_ms: row.try_get("deadline_ms")?,
+    })
 }
 
 fn db_u64(v: u64, what: &str) -> Result<i64, StoreError> {

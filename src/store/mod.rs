@@ -354,6 +354,17 @@ impl Store {
             .get_or_init(|| Journal::start(self.pool.clone(), self.journal_settings))
     }
 
+    /// The journal of the hand (or game) in progress at `table`, whose last
+    /// recorded boundary is `boundary` ([`journal::in_progress`]); empty when
+    /// nothing is in progress.
+    pub async fn journal_in_progress(
+        &self,
+        table: &TableId,
+        boundary: u64,
+    ) -> Result<Vec<Entry>, StoreError> {
+        journal::in_progress(&self.pool, table, boundary).await
+    }
+
     /// Sets the incarnation this process stamps on the tables it takes.
     pub fn with_incarnation(mut self, incarnation: &str) -> Store {
         self.incarnation = Some(incarnation.to_string());

@@ -295,6 +295,25 @@ impl Store {
                     fence,
                 };
                 move_state(&mut tx, id, step).await?;
+                // An operator's freeze voids the hand in progress (the
+                // players' stacks are the last boundary's, which is what
+                // the seats hold): its journal goes and its number is
+                // burnt, so a recovery hosts the table at that boundary
+                // instead of resuming the hand, and never deals the number
+                // again.
+                sqlx::query(
+                    "WITH gone AS ( \
+                         DELETE FROM journal WHERE table_id = $1 \
+                         AND number > (SELECT hand_no FROM tables WHERE id = $1) \
+                         RETURNING number \
+                     ) \
+                     UPDATE tables SET hand_no = GREATEST(hand_no, \
+                         COALESCE((SELECT MAX(number) FROM gone), hand_no)) \
+                     WHERE id = $1",
+                )
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
             }
             other => return Err(StoreError::WrongState(other)),
         }

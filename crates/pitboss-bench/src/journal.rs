@@ -80,6 +80,7 @@ fn act(seq: u32) -> Entry {
         decision: Some(u64::from(seq)),
         command: Some(serde_json::json!({"hand": 1, "action": "call"})),
         seed: None,
+        deadline_ms: None,
     }
 }
 

@@ -268,12 +268,12 @@ impl<G: Game> Handler<Superseded> for Table<G> {
     }
 }
 
-/// Graceful shutdown: no new hands; the hand in progress may finish until
-/// `deadline`, then it is voided; the table persists and stops.
+/// Graceful shutdown or a move: no more commands; once the write in
+/// flight has landed the table is released, its hand in progress left in
+/// the journal for the next owner to resume.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Drain {
-    pub deadline: Instant,
     /// A move: the instance the table is released to (its watchers follow
     /// it there); `None` for a shutdown.
     pub to: Option<String>,
@@ -283,7 +283,7 @@ impl<G: Game> Handler<Drain> for Table<G> {
     type Result = ();
 
     fn handle(&mut self, msg: Drain, ctx: &mut Self::Context) {
-        self.start_drain(msg.deadline, msg.to, ctx);
+        self.start_drain(msg.to, ctx);
     }
 }
 

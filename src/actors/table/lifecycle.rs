@@ -58,6 +58,10 @@ impl<G: Game> Table<G> {
         }
         let _g = self.span.clone().entered();
         warn!(event = "table_frozen", reason = %reason, "table frozen");
+        // The one owner change that voids the hand in progress (I15).
+        if reason == FreezeReason::Operator {
+            self.tell_voided(ctx);
+        }
         self.set_phase(Phase::frozen(reason));
         self.timers.cancel_play(ctx);
         self.end_when_settled(Ending::Record(Farewell::Frozen(reason)), ctx);
@@ -185,61 +189,31 @@ impl<G: Game> Table<G> {
 
     /// Drains for a shutdown, or for a move when `to` names the instance
     /// the table is released to (a drain under way keeps its target).
-    pub(super) fn start_drain(
-        &mut self,
-        deadline: Instant,
-        to: Option<String>,
-        ctx: &mut Context<Self>,
-    ) {
-        let (paused, first, to) = match &self.phase {
-            Phase::Open => (false, true, to),
-            Phase::Paused(_) => (true, true, to),
-            Phase::Draining(drain) => (false, false, drain.to.clone().or(to)),
+    ///
+    /// Nothing waits for the hand in progress (I15): every command it
+    /// applied is in the journal, so the next owner resumes it where it
+    /// stands. The table takes no more commands, the write in flight (if
+    /// any: the actor is held still while one runs) has landed, and the
+    /// buy-ins and cash-outs in flight finish; then it is released.
+    pub(super) fn start_drain(&mut self, to: Option<String>, ctx: &mut Context<Self>) {
+        let to = match &self.phase {
+            Phase::Open | Phase::Paused(_) => to,
+            Phase::Draining(drain) => drain.to.clone().or(to),
             Phase::Stopping(_) => return,
         };
         let _g = self.span.clone().entered();
-        let moving = to.is_some();
         self.set_phase(Phase::Draining(super::Draining { to }));
-        self.disarm(Slot::NextHand, ctx);
-        self.disarm(Slot::Drain, ctx);
-        if !self.game.in_progress() {
-            self.finish_drain(ctx);
-            return;
+        // The hand stands as journalled: its clock stops here and runs on
+        // at the next owner, to the deadline announced.
+        self.timers.cancel_play(ctx);
+        if self.game.in_progress() {
+            info!(
+                event = "table_drain_mid_hand",
+                hand = self.game.number(),
+                "releasing with the hand in progress; the next owner resumes it"
+            );
         }
-        if paused {
-            // Nobody can act at a paused table: its hand cannot finish, so
-            // it is voided now rather than at the deadline.
-            self.void_hand(ctx);
-            return;
-        }
-        if first {
-            // Operators see the table draining while its hand finishes.
-            let env = self.env.clone();
-            let fence = self.fence;
-            let reason = if moving {
-                StateReason::Moved
-            } else {
-                StateReason::Shutdown
-            };
-            let fut = async move {
-                env.store
-                    .transition(fence, TableState::Draining, reason)
-                    .await
-            };
-            // Waited for, so it can never land after the release.
-            ctx.wait(fut.into_actor(self).map(|res, act, _ctx| {
-                if let Err(e) = res {
-                    let _g = act.span.clone().entered();
-                    warn!(error = %e, "could not record the drain");
-                }
-            }));
-        }
-        info!(
-            event = "table_drain_waiting",
-            "waiting for the hand in progress"
-        );
-        let wait = deadline.saturating_duration_since(Instant::now());
-        self.arm(Slot::Drain, wait, ctx, |act, ctx| act.void_hand(ctx));
+        self.finish_drain(ctx);
     }
 
     pub(super) fn finish_drain(&mut self, ctx: &mut Context<Self>) {
@@ -270,7 +244,7 @@ impl<G: Game> Table<G> {
                 return;
             }
         }
-        if self.phase.is_draining() && !self.game.in_progress() && !self.writer.in_flight() {
+        if self.phase.is_draining() && !self.writer.in_flight() {
             self.finish_drain(ctx);
         }
     }

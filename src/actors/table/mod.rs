@@ -190,6 +190,12 @@ pub struct Table<G: Game> {
     presence: timers::Presence,
     /// Unix millis at which the current action clock runs out.
     action_deadline_ms: Option<i64>,
+    /// The deadline the next decision announced carries: the one its
+    /// command was journalled with, so the journal and the players agree.
+    announced_deadline_ms: Option<i64>,
+    /// The hand in progress as the journal left it, continued once the
+    /// actor starts.
+    resumed: Option<Box<replay::Resumed<G>>>,
     /// The boundary writes, one at a time; see `persist`.
     writer: writer::Writer,
     /// The hand in progress as the journal knows it (its seed, the place
@@ -245,11 +251,19 @@ impl<G: Game> Table<G> {
             me: None,
             presence,
             action_deadline_ms: None,
+            announced_deadline_ms: None,
+            resumed: None,
             writer: writer::Writer::default(),
             side: side_writes::SideWrites::default(),
             hand: None,
             span,
         }
+    }
+
+    /// Hosts the hand (or game) in progress its journal rebuilt, if any.
+    pub(super) fn resuming(mut self, resumed: Option<replay::Resumed<G>>) -> Table<G> {
+        self.resumed = resumed.map(Box::new);
+        self
     }
 
     /// Log lines carry the current hand number; a fresh span per hand keeps
@@ -272,6 +286,9 @@ impl<G: Game> Actor for Table<G> {
         // release and the reconnect windows are armed only while due.
         self.arm_idle(ctx);
         self.arm_absent(ctx);
+        if let Some(resumed) = self.resumed.take() {
+            self.continue_hand(*resumed, ctx);
+        }
         self.schedule_next_hand(ctx);
     }
 

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::future::LocalBoxFuture;
 use rand_chacha::ChaCha20Rng;
@@ -33,8 +33,6 @@ pub(super) struct Outcome<G: Game> {
 
 /// What follows a write once it has an outcome.
 pub(super) enum After<G: Game> {
-    /// Nothing is told beyond what the write's failure brings.
-    Nothing,
     /// A boundary: its result once recorded, else that it was voided.
     Boundary(Outcome<G>),
     /// A journalled command: the events it produced go out (and whatever
@@ -43,6 +41,8 @@ pub(super) enum After<G: Game> {
         events: Events<G>,
         /// When the session read the act, for the latency histogram.
         received: Option<Instant>,
+        /// The deadline of the decision the command opened, as journalled.
+        deadline_ms: Option<i64>,
     },
 }
 
@@ -188,9 +188,18 @@ impl<G: Game> Table<G> {
         decision: u64,
         ctx: &mut Context<Self>,
     ) {
+        // The deadline announced with the decision (a resumed one keeps the
+        // deadline its first owner announced).
         let timeout = self.env.action_timeout();
+        let left = match self.action_deadline_ms {
+            Some(deadline) => {
+                let ms = deadline.saturating_sub(chrono::Utc::now().timestamp_millis());
+                Duration::from_millis(u64::try_from(ms).unwrap_or(0)).min(timeout)
+            }
+            None => timeout,
+        };
         let number = self.game.number();
-        self.arm(Slot::Action, timeout, ctx, move |act, ctx| {
+        self.arm(Slot::Action, left, ctx, move |act, ctx| {
             let _g = act.span.clone().entered();
             let open = act.game.decision().map(|d| (d.seat, d.number));
             if act.game.number() != number || open != Some((seat, decision)) {
@@ -284,6 +293,7 @@ impl<G: Game> Table<G> {
         ctx: &mut Context<Self>,
     ) {
         let j = self.journalled();
+        let deadline_ms = self.deadline_of(&events);
         let entry = Entry {
             number: j.number,
             seq: j.next,
@@ -292,11 +302,59 @@ impl<G: Game> Table<G> {
             decision: applied.decision,
             command: applied.fields,
             seed: None,
+            deadline_ms,
         };
         if let Some(h) = &mut self.hand {
             h.next = h.next.saturating_add(1);
         }
-        self.journal(entry, After::Journalled { events, received }, ctx);
+        let after = After::Journalled {
+            events,
+            received,
+            deadline_ms,
+        };
+        self.journal(entry, after, ctx);
+    }
+
+    /// The deadline of the decision these events open, if they open one: a
+    /// full action clock from now, journalled with the command and
+    /// announced with the decision.
+    fn deadline_of(&self, events: &Events<G>) -> Option<i64> {
+        let opens = events
+            .iter()
+            .any(|e| matches!(G::role(&e.event), Role::Decision { .. }));
+        let timeout = i64::try_from(self.env.action_timeout().as_millis()).unwrap_or(i64::MAX);
+        opens.then(|| {
+            chrono::Utc::now()
+                .timestamp_millis()
+                .saturating_add(timeout)
+        })
+    }
+
+    /// Carries on with the hand (or game) in progress that the journal
+    /// rebuilt for this hosting: its open decision keeps the deadline its
+    /// first owner announced, and a result the journal reached but nobody
+    /// recorded is recorded now, then told.
+    pub(super) fn continue_hand(
+        &mut self,
+        resumed: super::replay::Resumed<G>,
+        ctx: &mut Context<Self>,
+    ) {
+        let _g = self.span.clone().entered();
+        info!(
+            event = "hand_resumed",
+            hand = resumed.hand.number,
+            next = resumed.hand.next,
+            "hand in progress resumed from the journal"
+        );
+        self.hand = Some(resumed.hand);
+        if !resumed.result.is_empty() {
+            self.advance(resumed.result, ctx);
+            return;
+        }
+        if let Some(open) = self.game.decision() {
+            self.action_deadline_ms = resumed.deadline_ms;
+            self.arm_action_timer(open.seat, open.number, ctx);
+        }
     }
 
     /// Writes one journal entry under the table's fence (in the process's
@@ -373,8 +431,14 @@ impl<G: Game> Table<G> {
             };
             match res {
                 Ok(()) => match told {
-                    After::Journalled { events, received } => {
+                    After::Journalled {
+                        events,
+                        received,
+                        deadline_ms,
+                    } => {
+                        act.announced_deadline_ms = deadline_ms;
                         act.advance(events, ctx);
+                        act.announced_deadline_ms = None;
                         if let Some(at) = received {
                             metrics::histogram!(instruments::ACTION_TO_BROADCAST_SECONDS)
                                 .record(at.elapsed().as_secs_f64());
@@ -533,50 +597,37 @@ impl<G: Game> Table<G> {
             next: 1,
             ..dealt
         });
-        let start = Entry::start(number, dealt.seed, seats);
+        let deadline_ms = self.deadline_of(&events);
+        let start = Entry {
+            deadline_ms,
+            ..Entry::start(number, dealt.seed, seats)
+        };
         let after = After::Journalled {
             events,
             received: None,
+            deadline_ms,
         };
         self.journal(start, after, ctx);
     }
 
-    /// Abandons the hand in progress: stacks go back to the last boundary,
-    /// which is what Postgres already holds; the burnt hand number and the
-    /// cash-outs of players who left during the hand are written.
-    pub(super) fn void_hand(&mut self, ctx: &mut Context<Self>) {
+    /// Tells the players the hand in progress is void: an operator froze
+    /// the table, and the freeze voided it in Postgres (its journal gone,
+    /// its number burnt, every stack the last boundary's). Nothing is
+    /// written here: the fence has moved past this copy.
+    pub(super) fn tell_voided(&mut self, ctx: &mut Context<Self>) {
         if !self.game.in_progress() {
             return;
         }
-        let _g = self.span.clone().entered();
         warn!(
             event = "hand_voided",
             hand = self.game.number(),
-            "voiding the hand in progress"
+            "an operator's freeze voided the hand in progress"
         );
         self.disarm(Slot::Action, ctx);
-        let void = |g: &mut G| {
-            g.void()
-                .ok_or_else(|| Refusal::new(ErrorCode::Internal, "nothing to void"))
-        };
-        let Some(events) = self.apply_internal(void, ctx) else {
-            return;
-        };
-        // Players who left during the voided hand are vacated now, with
-        // their stacks from before it: written with the burnt hand number.
-        let outs = self.cash_outs_of(&events);
-        self.broadcast(events);
-        let env = self.env.clone();
-        let (fence, hand) = (self.fence, self.game.number());
-        let outs = Rc::new(outs);
-        let write: Write = Rc::new(move |retry| {
-            let (env, outs) = (env.clone(), outs.clone());
-            Box::pin(async move {
-                let res = env.store.record_void(fence, hand, &outs).await;
-                settled_on_retry(&env.store, &outs, retry, res).await
-            })
-        });
-        self.persist(write, After::Nothing, ctx);
+        let void = catch_unwind(AssertUnwindSafe(|| self.game.void()));
+        if let Ok(Some(events)) = void {
+            self.broadcast(events);
+        }
     }
 }
 

@@ -2,14 +2,19 @@
 //! from what Postgres holds and started. The manager hosts any table
 //! through it and never names a game.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use actix::prelude::*;
 use serde_json::{Map, Value};
+use tracing::{error, info};
 
+use super::replay::{self, Resumed};
 use super::{Owner, Table, TableEnv, TableHandle};
 use crate::games::{fields, Game, GameKind, Occupant, Refusal};
+use crate::instruments;
 use crate::lease::LeaseClock;
+use crate::store;
 use crate::types::{ErrorCode, Fence, TableId};
 
 /// What a table needs besides its game to run.
@@ -28,10 +33,10 @@ type Start = Box<dyn FnOnce(&ArbiterHandle, TableParts) -> TableHandle + Send>;
 pub struct Loaded(Start);
 
 impl Loaded {
-    fn of<G: Game>(game: G) -> Loaded {
+    fn of<G: Game>(game: G, resumed: Option<Resumed<G>>) -> Loaded {
         Loaded(Box::new(move |arbiter, p| {
             let addr = Table::start_in_arbiter(arbiter, move |_| {
-                Table::new(p.id, p.fence, p.env, p.clock, p.owner, game)
+                Table::new(p.id, p.fence, p.env, p.clock, p.owner, game).resuming(resumed)
             });
             TableHandle::of(&addr)
         }))
@@ -43,12 +48,14 @@ impl Loaded {
     }
 }
 
-/// A table as Postgres holds it at its last boundary.
+/// A table as Postgres holds it: its last boundary, its seats, and the
+/// journal of the hand (or game) in progress since (empty when none is).
 pub struct Stored<'a> {
     pub config: &'a Value,
     pub number: u64,
     pub state: &'a Value,
     pub seats: Vec<Occupant>,
+    pub journal: Vec<store::Entry>,
 }
 
 type Resume = fn(Stored<'_>) -> Result<Loaded, Refusal>;
@@ -80,8 +87,43 @@ fn resume<G: Game>(stored: Stored<'_>) -> Result<Loaded, Refusal> {
             format!("the stored config is not a {} config: {e}", G::KIND),
         )
     })?;
+    if !stored.journal.is_empty() {
+        // The rules run on what Postgres holds: a panic there is the
+        // journal's failure to replay, not the manager's.
+        let replayed = catch_unwind(AssertUnwindSafe(|| {
+            replay::resume::<G>(
+                config.clone(),
+                stored.number,
+                stored.state,
+                &stored.seats,
+                &stored.journal,
+            )
+        }));
+        let failure = match replayed {
+            Ok(Ok((game, resumed))) => {
+                info!(
+                    event = "journal_replayed",
+                    number = resumed.hand.number,
+                    commands = stored.journal.len(),
+                    "hosting the hand in progress from its journal"
+                );
+                metrics::counter!(instruments::JOURNAL_REPLAYS, "result" => "resumed").increment(1);
+                return Ok(Loaded::of(game, Some(resumed)));
+            }
+            Ok(Err(e)) => e.message,
+            Err(_) => "the rules panicked".to_string(),
+        };
+        // Never guessed at: the table is hosted at its last boundary (what
+        // the seats hold), and the hand in progress is lost.
+        error!(
+            event = "journal_replay_failed",
+            error = %failure,
+            "the journal of the hand in progress does not replay; hosting at the last boundary"
+        );
+        metrics::counter!(instruments::JOURNAL_REPLAYS, "result" => "failed").increment(1);
+    }
     let game = G::resume(config, stored.number, stored.state, stored.seats)?;
-    Ok(Loaded::of(game))
+    Ok(Loaded::of(game, None))
 }
 
 /// The games a process hosts, in the order they were added.

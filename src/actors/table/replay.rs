@@ -3,20 +3,16 @@
 //! again, in order, with the randomness it was applied with. The game is
 //! deterministic given its state, the command and that randomness, so the
 //! result is the hand exactly as its owner held it: the same cards, the
-//! same decision, the same stacks.
-//!
-//! The table deals and applies with [`rng`]. Hosting a table from its
-//! journal after an owner change is not wired to [`replay`] yet (an owner
-//! change still voids the hand in progress): until then only the tests
-//! call it.
-#![cfg_attr(not(test), allow(dead_code))]
+//! same decision, the same stacks. Every owner change hosts a table this
+//! way ([`resume`]).
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde_json::Value;
 
+use super::play::Journalled;
 use crate::chips::{Chips, PlayerId};
-use crate::games::{Game, Occupant, Refusal, Told};
+use crate::games::{Game, Occupant, Refusal, Role, Told};
 use crate::store::{Entry, EntryKind};
 use crate::types::ErrorCode;
 
@@ -74,21 +70,103 @@ pub(super) fn seats_at_deal(start: &Entry) -> Result<Vec<Occupant>, Refusal> {
         .collect()
 }
 
+/// The events a replay produced (each was told when first applied).
+pub(super) type Replayed<G> = Vec<Told<<G as Game>::Event>>;
+
 /// The hand in progress from Postgres alone: the game at its last
 /// boundary (`number`, with the `state` the boundary stored) with the
-/// seats its start row names, then its journal replayed.
+/// seats its start row names, then its journal replayed. Returns the game
+/// and the events the replay produced.
 pub(super) fn rebuild<G: Game>(
     config: G::Config,
     number: u64,
     state: &Value,
     entries: &[Entry],
-) -> Result<G, Refusal> {
+) -> Result<(G, Replayed<G>), Refusal> {
     let start = entries
         .first()
         .ok_or_else(|| Refusal::new(ErrorCode::Internal, "a journal without a start"))?;
     let mut game = G::resume(config, number, state, seats_at_deal(start)?)?;
-    replay(&mut game, entries)?;
-    Ok(game)
+    let told = replay(&mut game, entries)?;
+    Ok((game, told))
+}
+
+/// A table hosted with its hand (or game) in progress, as its journal
+/// left it.
+pub struct Resumed<G: Game> {
+    /// The journal's place: the hand's number, its seed, its next seq.
+    pub(super) hand: Journalled,
+    /// The open decision's deadline (Unix ms), as its owner announced it.
+    pub(super) deadline_ms: Option<i64>,
+    /// The boundary's result, when the journal reached one its owner had
+    /// not recorded yet (it stopped between the last command and the
+    /// boundary write): the new owner records it, then tells it.
+    pub(super) result: Vec<Told<G::Event>>,
+}
+
+/// The game in progress at a table from what Postgres holds alone: the
+/// last boundary, the seats as they are now, and the journal since.
+///
+/// Seats taken or vacated during the hand by players who do not take part
+/// in it are not journalled (their buy-in or cash-out is recorded, so the
+/// seats are the truth): they are sat or stood up again after the replay.
+/// A seat that takes part in the hand and is gone from Postgres means the
+/// journal and the seats disagree, which is refused.
+pub(super) fn resume<G: Game>(
+    config: G::Config,
+    number: u64,
+    state: &Value,
+    seats: &[Occupant],
+    entries: &[Entry],
+) -> Result<(G, Resumed<G>), Refusal> {
+    let (mut game, told) = rebuild::<G>(config, number, state, entries)?;
+    let broken = |what: String| Refusal::new(ErrorCode::Internal, what);
+    for o in game.occupants() {
+        if seats
+            .iter()
+            .any(|s| s.seat == o.seat && s.player == o.player)
+        {
+            continue;
+        }
+        if game.takes_part(o.seat) {
+            return Err(broken(format!(
+                "seat {} takes part in the hand but Postgres no longer seats {}",
+                o.seat, o.player.0
+            )));
+        }
+        game.leave(o.seat)?;
+    }
+    for s in seats {
+        if game.player_at(s.seat).is_none() {
+            game.sit(s.seat, &s.player.0, s.stack)?;
+        }
+    }
+    let (Some(start), Some(last)) = (entries.first(), entries.last()) else {
+        return Err(broken("a journal without a start".into()));
+    };
+    let seed = start
+        .seed
+        .ok_or_else(|| broken("a start without its seed".into()))?;
+    let hand = Journalled {
+        number: start.number,
+        seed,
+        next: last.seq.saturating_add(1),
+    };
+    let deadline_ms = game
+        .decision()
+        .and_then(|_| entries.iter().rev().find_map(|e| e.deadline_ms));
+    let result = match told.iter().position(|e| G::role(&e.event) == Role::Result) {
+        Some(at) => told[at..].to_vec(),
+        None => Vec::new(),
+    };
+    Ok((
+        game,
+        Resumed {
+            hand,
+            deadline_ms,
+            result,
+        },
+    ))
 }
 
 /// Applies a hand's journal to `game` (which stands at the boundary before
@@ -99,10 +177,7 @@ pub(super) fn rebuild<G: Game>(
 /// Refused when the journal does not fit the game: no start, a gap in the
 /// sequence, a command the game refuses now. A journal that does not replay
 /// is never guessed at.
-pub(super) fn replay<G: Game>(
-    game: &mut G,
-    entries: &[Entry],
-) -> Result<Vec<Told<G::Event>>, Refusal> {
+pub(super) fn replay<G: Game>(game: &mut G, entries: &[Entry]) -> Result<Replayed<G>, Refusal> {
     let broken = |what: String| Refusal::new(ErrorCode::Internal, what);
     let Some((start, rest)) = entries.split_first() else {
         return Err(broken("a journal without a start".into()));
@@ -235,6 +310,7 @@ mod tests {
                     decision: Some(open.number),
                     command: Some(fields),
                     seed: None,
+                    deadline_ms: None,
                 }
             } else {
                 let command = game.on_timeout().unwrap();
@@ -248,6 +324,7 @@ mod tests {
                     decision: Some(open.number),
                     command: None,
                     seed: None,
+                    deadline_ms: None,
                 }
             };
             entries.push(entry);
@@ -299,7 +376,7 @@ mod tests {
                 ..e.clone()
             })
             .collect();
-        let heir: Holdem =
+        let (heir, _): (Holdem, _) =
             rebuild(owner.settings().clone(), number, &state, &stored).expect("rebuilt");
         assert_eq!(seen(&heir), seen(&owner));
         // A start that does not name its seats is not guessed at.

@@ -236,11 +236,21 @@ async fn load_under_lease(
             stack: s.stack,
         })
         .collect();
+    // Read after the stamp: every journal row of an earlier owner either
+    // committed before it (the group commit holds the row FOR KEY SHARE,
+    // the stamp FOR UPDATE) or is refused after it, so this is the whole
+    // journal of the hand in progress.
+    let journal = rt
+        .store
+        .journal_in_progress(table, stamped.hand_no)
+        .await
+        .map_err(HostError::unavailable)?;
     let stored = Stored {
         config: &stamped.config,
         number: stamped.hand_no,
         state: &stamped.game_state,
         seats,
+        journal,
     };
     rt.games.resume(&stamped.game_kind, stored).map_err(|e| {
         error!(table_id = %table, error = %e, "stored table does not satisfy the rules");

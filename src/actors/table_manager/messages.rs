@@ -213,17 +213,16 @@ impl Handler<RenewReport> for TableManager {
 }
 
 /// Start draining; resolves when every table has stopped and every lease
-/// has been released. `deadline` bounds the hands in progress.
+/// has been released. No table waits for its hand in progress: the next
+/// owner resumes it from the journal.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct DrainAll {
-    pub deadline: Instant,
-}
+pub struct DrainAll;
 
 impl Handler<DrainAll> for TableManager {
     type Result = ResponseFuture<()>;
 
-    fn handle(&mut self, msg: DrainAll, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _msg: DrainAll, ctx: &mut Self::Context) -> Self::Result {
         let (tx, rx) = oneshot::channel();
         let drain = self.drain.get_or_insert_with(DrainState::default);
         if drain.complete {
@@ -232,10 +231,7 @@ impl Handler<DrainAll> for TableManager {
             drain.done.push(tx);
         }
         for h in self.hosted.values() {
-            h.addr.do_send(Drain {
-                deadline: msg.deadline,
-                to: None,
-            });
+            h.addr.do_send(Drain { to: None });
         }
         self.maybe_finish_drain(ctx);
         Box::pin(async move {
@@ -407,17 +403,14 @@ impl Handler<MoveOut> for TableManager {
         };
         let settings = &self.rt.settings;
         let drain = Duration::from_millis(settings.shutdown.drain_timeout_ms);
-        // The hand's deadline, then its state write and the release.
+        // The writes in flight, then the state write and the release.
         let bound = drain
             .saturating_add(
                 Duration::from_millis(settings.database.statement_timeout_ms).saturating_mul(2),
             )
             .saturating_add(Duration::from_secs(1));
         info!(event = "table_move_started", table_id = %msg.table, to = %msg.to, "moving the table");
-        h.addr.do_send(Drain {
-            deadline: Instant::now() + drain,
-            to: Some(msg.to),
-        });
+        h.addr.do_send(Drain { to: Some(msg.to) });
         let (tx, rx) = oneshot::channel();
         self.moving.entry(msg.table).or_default().push(tx);
         Box::pin(async move {

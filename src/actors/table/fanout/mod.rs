@@ -328,10 +328,11 @@ impl<G: Game> Table<G> {
             };
             let clock = matches!(G::role(&ev.event), Role::Decision { .. }).then(|| {
                 let timeout = self.env.action_timeout();
+                let full = chrono::Utc::now()
+                    .timestamp_millis()
+                    .saturating_add(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX));
                 let clock = TurnClock {
-                    deadline_ms: chrono::Utc::now()
-                        .timestamp_millis()
-                        .saturating_add(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX)),
+                    deadline_ms: self.announced_deadline_ms.unwrap_or(full),
                     timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
                 };
                 self.action_deadline_ms = Some(clock.deadline_ms);
