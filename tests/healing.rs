@@ -362,7 +362,7 @@ async fn a_postgres_refusing_connections_for_seconds_pauses_play_and_nothing_fre
 }
 
 #[tokio::test]
-async fn a_drain_that_cannot_write_ends_at_its_hard_deadline_and_releases_every_lease() {
+async fn a_drain_that_cannot_write_ends_within_its_hard_deadline_and_releases_every_lease() {
     let db = test_db().await;
     let env = unique_env();
     let a = Server::start(
@@ -373,7 +373,7 @@ async fn a_drain_that_cannot_write_ends_at_its_hard_deadline_and_releases_every_
     )
     .await;
     // Nobody acts: the hand dealt now is still in progress when the drain
-    // starts, so the drain has a hand to void and a void to write.
+    // starts, and goes with the table (its release write cannot land).
     let (t, mut alice, _bob) = play::heads_up(&a, 100).await;
     alice
         .client
@@ -397,9 +397,12 @@ async fn a_drain_that_cannot_write_ends_at_its_hard_deadline_and_releases_every_
         took < Duration::from_secs(7),
         "exited {took:?} after SIGTERM"
     );
+    // Either the release write failed at once (connections refused) or
+    // the hard deadline ended the wait for it.
     assert!(
-        a.logs_contain("event=\"drain_deadline\""),
-        "the hard deadline ended it"
+        a.logs_contain("could not record the table's state")
+            || a.logs_contain("event=\"drain_deadline\""),
+        "the drain gave up on its write"
     );
     let mut redis = common::redis_conn(&common::shared_redis_url()).await;
     let exists: i64 = redis::cmd("EXISTS")

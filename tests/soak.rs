@@ -93,9 +93,59 @@ struct Told {
     /// `seq` was not above every `seq` the connection had been told, or a
     /// snapshot below the last event.
     out_of_order: Mutex<Vec<String>>,
+    /// The hands in progress as told, by table, hand and seat: that seat's
+    /// hole cards and the board (I15: what a resumed hand must show).
+    dealt: Mutex<HashMap<(String, u64, u64), (Value, Vec<Value>)>>,
+    /// Snapshots of a hand in progress that a player was told about on an
+    /// earlier connection or hosting, and those that showed it otherwise.
+    resumed: Mutex<u64>,
+    changed: Mutex<Vec<String>>,
 }
 
 impl Told {
+    /// Keeps the cards and board `seat` is told during a hand.
+    fn note(&self, table: &str, seat: u64, v: &Value) {
+        let Some(hand) = v["hand"].as_u64() else {
+            return;
+        };
+        let mut dealt = self.dealt.lock().unwrap();
+        let entry = dealt
+            .entry((table.to_string(), hand, seat))
+            .or_insert((Value::Null, Vec::new()));
+        match v["kind"].as_str() {
+            Some("hole_cards") if v["seat"].as_u64() == Some(seat) => entry.0 = v["cards"].clone(),
+            Some("street") => entry.1 = v["board"].as_array().cloned().unwrap_or_default(),
+            _ => {}
+        }
+    }
+
+    /// A snapshot of a hand `seat` was told about shows its cards and the
+    /// board as told (the board perhaps further on).
+    fn check(&self, table: &str, seat: u64, game: &Value) {
+        let Some(hand) = game["hand"].as_u64() else {
+            return;
+        };
+        if game["hand_in_progress"] != true {
+            return;
+        }
+        let dealt = self.dealt.lock().unwrap();
+        let Some((cards, board)) = dealt.get(&(table.to_string(), hand, seat)) else {
+            return;
+        };
+        *self.resumed.lock().unwrap() += 1;
+        let shown = game["seats"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["seat"].as_u64() == Some(seat)))
+            .map(|s| s["cards"].clone())
+            .unwrap_or(Value::Null);
+        let now = game["board"].as_array().cloned().unwrap_or_default();
+        if (!cards.is_null() && shown != *cards) || !now.starts_with(board) {
+            self.changed.lock().unwrap().push(format!(
+                "{table} hand {hand} seat {seat}: told {cards} on {board:?}, shown {shown} on {now:?}"
+            ));
+        }
+    }
+
     /// Checks `v`, a frame for the table, against the highest `seq` its
     /// connection was told before, and moves that on.
     fn order(&self, last: &mut Option<u64>, v: &Value) {
@@ -187,6 +237,7 @@ async fn play_at(
     let mut last_seq = None;
     told.order(&mut last_seq, &first);
     let game = &first["state"]["game"];
+    told.check(table, seat, game);
     if game["you"].is_null() {
         let sit = json!({"type": "sit", "table": table, "seat": seat, "buy_in": 100});
         if c.try_send(text(sit)).await.is_err() {
@@ -228,11 +279,15 @@ async fn play_at(
             }
             Some("released") => return,
             Some("snapshot") => {
+                told.check(table, seat, &v["state"]["game"]);
                 if let Some(frame) = pending_turn(table, &v["state"]["game"]) {
                     let _ = c.try_send(text(frame)).await;
                 }
             }
             _ => {}
+        }
+        if matches!(v["kind"].as_str(), Some("hole_cards" | "street")) && v["table"] == table {
+            told.note(table, seat, &v);
         }
         if v["kind"] == "hand_ended" && v["table"] == table {
             told.ended.lock().unwrap().push((
@@ -472,10 +527,13 @@ async fn three_instances_under_a_seeded_mix_of_faults_keep_every_promise() {
             .sum()
     };
     let stale = count("event=\"stale_owner_boundary_write\"");
+    let voided = count("event=\"hand_voided\"");
+    let resumed = *told.resumed.lock().unwrap();
     let superseded = count("event=\"table_superseded\"");
     println!(
         "soak: faults {applied:?}; {hands} hands recorded; {} results told; {stale} stale writes refused; {superseded} stale copies stopped by the fence check; \
-         {} re-asserts, {} refused; {} pauses; {} frozen frames (stale copies); {} (re)connections; audit {audit}",
+         {} re-asserts, {} refused; {} pauses; {} frozen frames (stale copies); {} (re)connections; \
+         {voided} hands voided; {resumed} snapshots of a hand in progress already told; audit {audit}",
         told.ended.lock().unwrap().len(),
         count("event=\"lease_reasserted\"") / 2,
         count("event=\"reassert_refused\""),
@@ -485,6 +543,12 @@ async fn three_instances_under_a_seeded_mix_of_faults_keep_every_promise() {
     );
 
     assert_eq!(audit["delta"], 0, "chips conserved: {audit}");
+    // I15: no fault of the soak is an operator's freeze or a broken
+    // constraint, so no owner change may void a hand, and every hand seen
+    // again shows the cards and board told before.
+    assert_eq!(voided, 0, "no hand voided by an owner change");
+    let changed = told.changed.lock().unwrap().clone();
+    assert!(changed.is_empty(), "resumed hands as told: {changed:#?}");
     let out_of_order = told.out_of_order.lock().unwrap().clone();
     assert!(
         out_of_order.is_empty(),

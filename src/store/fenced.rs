@@ -102,6 +102,19 @@ impl TableStore {
             .await
     }
 
+    /// Frozen with hand `number`, told void, voided in Postgres too
+    /// ([`Store::freeze_voided`]).
+    pub async fn freeze_voided(
+        &self,
+        fence: Fence,
+        reason: impl Into<StateReason>,
+        number: u64,
+    ) -> Result<(), StoreError> {
+        self.store
+            .freeze_voided(&self.table, fence, &self.owner, reason, number)
+            .await
+    }
+
     /// Released for a move to `target` ([`Store::release_to`]).
     pub async fn release_to(&self, fence: Fence, target: &str) -> Result<(), StoreError> {
         self.store

@@ -375,6 +375,44 @@ impl Store {
         Ok(())
     }
 
+    /// A fenced freeze of a table whose hand `number` was told void (its
+    /// result could not be recorded): the hand's journal goes and its
+    /// number is burnt with the freeze, so a recovery never resumes what
+    /// the players were told is void.
+    pub async fn freeze_voided(
+        &self,
+        id: &TableId,
+        fence: Fence,
+        owner: &str,
+        reason: impl Into<StateReason>,
+        number: u64,
+    ) -> Result<(), StoreError> {
+        let number =
+            i64::try_from(number).map_err(|_| StoreError::BadAmount("hand number".into()))?;
+        let mut tx = self.pool.begin().await?;
+        let current = lock_fenced(&mut tx, id, fence).await?;
+        sqlx::query("DELETE FROM journal WHERE table_id = $1 AND number = $2")
+            .bind(id.as_str())
+            .bind(number)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE tables SET hand_no = GREATEST(hand_no, $2) WHERE id = $1")
+            .bind(id.as_str())
+            .bind(number)
+            .execute(&mut *tx)
+            .await?;
+        let step = Step {
+            from: current.state,
+            to: TableState::Frozen,
+            reason: reason.into(),
+            owner,
+            fence,
+        };
+        move_state(&mut tx, id, step).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Releases a table for a move: a fenced transition to `released`
     /// (reason `moved`) that names `target` as its owner-to-be, so the
     /// revive scans of other instances leave it to the target.

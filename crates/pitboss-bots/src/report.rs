@@ -200,6 +200,13 @@ pub async fn finish(shared: &Shared, tables: &[String], bots: &[BotCfg], ending:
             get(&stats.resyncs)
         ),
     );
+    line(
+        "resumed hands",
+        format!(
+            "{} (re-syncs into the hand in progress, its cards and board as told before)",
+            get(&stats.resumed)
+        ),
+    );
     if get(&stats.voided) > 0 {
         line("voided hands", get(&stats.voided).to_string());
     }

@@ -113,6 +113,10 @@ pub struct Stats {
     /// Snapshots after the first on one connection or after a reconnect: a
     /// table's new hosting, or its state after a pause.
     pub resyncs: AtomicU64,
+    /// Of the re-syncs, snapshots of the hand in progress this bot was in
+    /// (after an owner change: the hand resumed, not voided), each checked
+    /// against the cards and board it was told before.
+    pub resumed: AtomicU64,
     pub granted: AtomicU64,
     pub protocol_errors: AtomicU64,
     /// Of the protocol errors, frames out of order on their connection: an

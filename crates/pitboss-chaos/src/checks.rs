@@ -168,6 +168,9 @@ pub struct Inputs<'a> {
     pub out_of_order: Option<u64>,
     /// The bots' protocol errors, which name those frames.
     pub bot_errors: &'a [String],
+    /// The bots' count of hands they saw resumed after a re-sync (`None`:
+    /// their summary did not say).
+    pub resumed: Option<u64>,
 }
 
 pub async fn run(inp: Inputs<'_>) -> anyhow::Result<(Vec<Check>, i64)> {
@@ -449,6 +452,32 @@ pub async fn run(inp: Inputs<'_>) -> anyhow::Result<(Vec<Check>, i64)> {
                 .cloned()
                 .collect(),
         ),
+    );
+
+    // I15: every owner change resumes the hand in progress. The run makes
+    // no operator freeze and breaks no constraint, so nothing may void a
+    // hand; and every hand a bot saw again after a re-sync showed the cards
+    // and board it was told before (a bot counts a mismatch as a protocol
+    // error, naming the hand).
+    let voided = inp.logs.events.get("hands_voided").copied().unwrap_or(0);
+    let changed: Vec<String> = inp
+        .bot_errors
+        .iter()
+        .filter(|e| e.contains("changed across a re-sync"))
+        .cloned()
+        .collect();
+    checks.push(
+        Check::new(
+            "no hand voided by an owner change; resumed hands as told",
+            voided == 0 && changed.is_empty(),
+            format!(
+                "{voided} hands voided; {} hands resumed after a re-sync, {} of them changed",
+                inp.resumed
+                    .map_or_else(|| "?".to_string(), |n| n.to_string()),
+                changed.len()
+            ),
+        )
+        .with_examples(changed),
     );
 
     checks.push(

@@ -300,6 +300,10 @@ async fn play(
             .field("frames out of order")
             .and_then(|n| n.parse().ok()),
         bot_errors: &bots_outcome.errors,
+        resumed: bots_outcome
+            .field("resumed hands")
+            .and_then(|n| n.split_whitespace().next())
+            .and_then(|n| n.parse().ok()),
     })
     .await?;
     let records = lock(&faults.records).clone();

@@ -102,10 +102,15 @@ impl<G: Game> Table<G> {
             Farewell::Moved(target) => Some(target.clone()),
             _ => None,
         };
+        let voided = match farewell {
+            Farewell::Frozen(_) => self.voided,
+            _ => None,
+        };
         let fut = async move {
-            match target {
-                Some(target) => env.store.release_to(fence, &target).await,
-                None => env.store.transition(fence, to, reason).await,
+            match (target, voided) {
+                (Some(target), _) => env.store.release_to(fence, &target).await,
+                (None, Some(number)) => env.store.freeze_voided(fence, reason, number).await,
+                (None, None) => env.store.transition(fence, to, reason).await,
             }
         };
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {

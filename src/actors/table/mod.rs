@@ -193,6 +193,9 @@ pub struct Table<G: Game> {
     /// The deadline the next decision announced carries: the one its
     /// command was journalled with, so the journal and the players agree.
     announced_deadline_ms: Option<i64>,
+    /// A hand whose result could not be recorded and was told void: the
+    /// freeze that follows voids it in Postgres too.
+    voided: Option<u64>,
     /// The hand in progress as the journal left it, continued once the
     /// actor starts.
     resumed: Option<Box<replay::Resumed<G>>>,
@@ -252,6 +255,7 @@ impl<G: Game> Table<G> {
             presence,
             action_deadline_ms: None,
             announced_deadline_ms: None,
+            voided: None,
             resumed: None,
             writer: writer::Writer::default(),
             side: side_writes::SideWrites::default(),

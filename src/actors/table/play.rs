@@ -29,6 +29,8 @@ pub(super) type Events<G> = Vec<Told<<G as Game>::Event>>;
 pub(super) struct Outcome<G: Game> {
     result: Events<G>,
     voided: Told<G::Event>,
+    /// The boundary's number.
+    number: u64,
 }
 
 /// What follows a write once it has an outcome.
@@ -238,6 +240,7 @@ impl<G: Game> Table<G> {
             return;
         };
         let voided = G::unrecorded(&settlement);
+        let number = settlement.number;
         let boundary = match Boundary::of(settlement, self.game.boundary_state()) {
             Ok(b) => b,
             Err(e) => {
@@ -262,7 +265,15 @@ impl<G: Game> Table<G> {
                 Ok(())
             })
         });
-        self.persist(write, After::Boundary(Outcome { result, voided }), ctx);
+        self.persist(
+            write,
+            After::Boundary(Outcome {
+                result,
+                voided,
+                number,
+            }),
+            ctx,
+        );
     }
 
     /// Which hand the next journalled command belongs to. A command with no
@@ -460,12 +471,23 @@ impl<G: Game> Table<G> {
                     // or may not have landed, so nothing is claimed about it
                     // beyond the freeze.
                     // A journalled command refused is never told (I15).
+                    // A boundary refused because a newer owner holds the
+                    // table is not void: that owner resumes the hand from
+                    // the journal and records it, unless an operator's
+                    // freeze voided it.
+                    let voided = match &e {
+                        StoreError::StaleOwnerBoundaryWrite { frozen, .. } => {
+                            *frozen == Some(FreezeReason::Operator)
+                        }
+                        e => !e.is_transient(),
+                    };
                     match told {
-                        After::Boundary(told) if !e.is_transient() => {
+                        After::Boundary(told) if voided => {
                             warn!(
                                 event = "hand_voided",
                                 "the hand's result was not recorded; voided"
                             );
+                            act.voided = Some(told.number);
                             act.broadcast(vec![told.voided]);
                         }
                         _ => {}

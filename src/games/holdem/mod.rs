@@ -250,7 +250,7 @@ impl Game for Holdem {
             return None;
         }
         self.run(rules::Command::VoidHand {
-            reason: VoidReason::Shutdown,
+            reason: VoidReason::Operator,
         })
         .ok()
     }

@@ -174,6 +174,9 @@ struct Bot {
     backoff: Option<Backoff>,
     /// The last frames in and out, kept only with `--dump-errors`.
     history: VecDeque<String>,
+    /// The hand in progress as this bot was told it (its own cards, the
+    /// board), checked against a later snapshot of the same hand.
+    told: Option<resync::HandTold>,
 }
 
 impl Bot {
@@ -198,6 +201,7 @@ impl Bot {
             echo_sits: 0,
             echo_not_seated: 0,
             asked_snapshot: false,
+            told: None,
             rebuy: false,
             benched: false,
             paused: false,

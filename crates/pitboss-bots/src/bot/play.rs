@@ -239,6 +239,7 @@ impl Bot {
                     self.apply(fx);
                 }
             }
+            "hand_started" | "hole_cards" | "street" => self.note_told(v),
             "hand_ended" => self.on_hand_ended(v).await?,
             "hand_voided" => {
                 if self.cfg.counts_hands {

@@ -75,6 +75,7 @@ impl Bot {
             self.expect = None;
         }
         let game = &v["state"]["game"];
+        self.check_told(game);
         let pending = snapshot_turn(game, self.cfg.seat);
         let unanswered = self.turns.unanswered();
         let (fx, in_flight) = self
@@ -203,5 +204,76 @@ mod tests {
         assert!(!busted_in(&game(false, 0), 1));
         // All-in during a hand: not busted yet.
         assert!(!busted_in(&game(true, 0), 0));
+    }
+}
+
+/// A hand in progress as one bot was told it.
+pub(super) struct HandTold {
+    hand: u64,
+    /// Its own hole cards, once told.
+    cards: Option<Value>,
+    /// The board as last told (every street's event carries all of it).
+    board: Vec<Value>,
+}
+
+impl Bot {
+    /// Keeps what the events of the hand in progress told this bot.
+    pub(super) fn note_told(&mut self, v: &Value) {
+        let Some(hand) = v["hand"].as_u64() else {
+            return;
+        };
+        if v["kind"] == "hand_started" || self.told.as_ref().is_none_or(|t| t.hand != hand) {
+            self.told = Some(HandTold {
+                hand,
+                cards: None,
+                board: Vec::new(),
+            });
+        }
+        let Some(told) = &mut self.told else { return };
+        match v["kind"].as_str() {
+            Some("hole_cards") if v["seat"].as_u64() == Some(self.cfg.seat) => {
+                told.cards = Some(v["cards"].clone());
+            }
+            Some("street") => {
+                told.board = v["board"].as_array().cloned().unwrap_or_default();
+            }
+            _ => {}
+        }
+    }
+
+    /// A snapshot of the hand this bot was told about (after an owner
+    /// change, a pause or a rejoin) shows the same hand: its own cards as
+    /// dealt, and the board told so far (perhaps more, for streets dealt
+    /// while it was away). Anything else is a protocol error: a hand that
+    /// changed under the player.
+    fn check_told(&mut self, game: &Value) {
+        let Some(told) = &self.told else { return };
+        if game["hand"].as_u64() != Some(told.hand) || game["hand_in_progress"] != true {
+            return;
+        }
+        self.stats().resumed.fetch_add(1, Ordering::Relaxed);
+        let mine = game["seats"].as_array().and_then(|seats| {
+            seats
+                .iter()
+                .find(|s| s["seat"].as_u64() == Some(self.cfg.seat))
+        });
+        let shown = mine.map(|s| s["cards"].clone()).unwrap_or(Value::Null);
+        let board = game["board"].as_array().cloned().unwrap_or_default();
+        let mut wrong = Vec::new();
+        if let Some(cards) = &told.cards {
+            if !shown.is_null() && shown != *cards {
+                wrong.push(format!("hole cards {cards} told, {shown} shown"));
+            }
+        }
+        if !board.starts_with(&told.board) {
+            wrong.push(format!("board {:?} told, {board:?} shown", told.board));
+        }
+        if !wrong.is_empty() {
+            let hand = told.hand;
+            self.protocol_error(format!(
+                "hand {hand} changed across a re-sync: {}",
+                wrong.join("; ")
+            ));
+        }
     }
 }

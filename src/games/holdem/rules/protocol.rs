@@ -142,8 +142,11 @@ pub enum EventKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VoidReason {
-    /// The drain deadline passed with the hand still in progress.
+    /// The drain deadline passed with the hand still in progress (before
+    /// hands were journalled; no longer sent, kept for old clients' sake).
     Shutdown,
+    /// An operator froze the table during the hand.
+    Operator,
     /// The hand ended but its result could not be recorded (the write was
     /// refused or failed), so it never happened.
     NotRecorded,
