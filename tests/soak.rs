@@ -83,6 +83,9 @@ impl Fleet {
 /// A `hand_ended` as told: table, hand, seat → stack.
 type Ended = (String, u64, HashMap<u64, u64>);
 
+/// One seat's hole cards and the board, as told during a hand.
+type CardsTold = (Value, Vec<Value>);
+
 /// What the players were told, for the checks at the end.
 #[derive(Default)]
 struct Told {
@@ -95,7 +98,7 @@ struct Told {
     out_of_order: Mutex<Vec<String>>,
     /// The hands in progress as told, by table, hand and seat: that seat's
     /// hole cards and the board (I15: what a resumed hand must show).
-    dealt: Mutex<HashMap<(String, u64, u64), (Value, Vec<Value>)>>,
+    dealt: Mutex<HashMap<(String, u64, u64), CardsTold>>,
     /// Snapshots of a hand in progress that a player was told about on an
     /// earlier connection or hosting, and those that showed it otherwise.
     resumed: Mutex<u64>,

@@ -155,58 +155,6 @@ impl Bot {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `state.game` as the server shapes it (`GameView`), for the viewer in
-    /// seat 1.
-    fn game(to_act: Option<u64>, decision: Option<u64>, legal: Value) -> Value {
-        json!({
-            "hand": 12, "hand_in_progress": true, "button": 0, "street": "flop",
-            "board": [], "pots": [], "to_act": to_act, "legal": legal,
-            "decision": decision, "you": 1, "seats": []
-        })
-    }
-
-    #[test]
-    fn a_snapshot_taken_during_our_turn_carries_it() {
-        let legal = json!([{"action": "fold"}, {"action": "call", "amount": 4}]);
-        assert_eq!(
-            snapshot_turn(&game(Some(1), Some(7), legal.clone()), 1),
-            Some(SnapshotTurn {
-                hand: 12,
-                decision: 7,
-                legal: vec![Legal::Fold, Legal::Call],
-            })
-        );
-        // Another seat's turn, another viewer, or no decision: not ours.
-        assert_eq!(snapshot_turn(&game(Some(0), None, json!([])), 1), None);
-        assert_eq!(
-            snapshot_turn(&game(Some(1), Some(7), legal.clone()), 2),
-            None
-        );
-        assert_eq!(snapshot_turn(&game(Some(1), None, legal), 1), None);
-        let mut between_hands = game(None, None, json!([]));
-        between_hands["hand_in_progress"] = json!(false);
-        assert_eq!(snapshot_turn(&between_hands, 1), None);
-    }
-
-    #[test]
-    fn a_snapshot_between_hands_with_our_stack_at_zero_means_busted() {
-        let game = |in_progress: bool, stack: u64| {
-            json!({"hand_in_progress": in_progress, "seats": [
-                {"seat": 0, "stack": stack}, {"seat": 1, "stack": 400}
-            ]})
-        };
-        assert!(busted_in(&game(false, 0), 0));
-        assert!(!busted_in(&game(false, 1), 0));
-        assert!(!busted_in(&game(false, 0), 1));
-        // All-in during a hand: not busted yet.
-        assert!(!busted_in(&game(true, 0), 0));
-    }
-}
-
 /// A hand in progress as one bot was told it.
 pub(super) struct HandTold {
     hand: u64,
@@ -275,5 +223,57 @@ impl Bot {
                 wrong.join("; ")
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `state.game` as the server shapes it (`GameView`), for the viewer in
+    /// seat 1.
+    fn game(to_act: Option<u64>, decision: Option<u64>, legal: Value) -> Value {
+        json!({
+            "hand": 12, "hand_in_progress": true, "button": 0, "street": "flop",
+            "board": [], "pots": [], "to_act": to_act, "legal": legal,
+            "decision": decision, "you": 1, "seats": []
+        })
+    }
+
+    #[test]
+    fn a_snapshot_taken_during_our_turn_carries_it() {
+        let legal = json!([{"action": "fold"}, {"action": "call", "amount": 4}]);
+        assert_eq!(
+            snapshot_turn(&game(Some(1), Some(7), legal.clone()), 1),
+            Some(SnapshotTurn {
+                hand: 12,
+                decision: 7,
+                legal: vec![Legal::Fold, Legal::Call],
+            })
+        );
+        // Another seat's turn, another viewer, or no decision: not ours.
+        assert_eq!(snapshot_turn(&game(Some(0), None, json!([])), 1), None);
+        assert_eq!(
+            snapshot_turn(&game(Some(1), Some(7), legal.clone()), 2),
+            None
+        );
+        assert_eq!(snapshot_turn(&game(Some(1), None, legal), 1), None);
+        let mut between_hands = game(None, None, json!([]));
+        between_hands["hand_in_progress"] = json!(false);
+        assert_eq!(snapshot_turn(&between_hands, 1), None);
+    }
+
+    #[test]
+    fn a_snapshot_between_hands_with_our_stack_at_zero_means_busted() {
+        let game = |in_progress: bool, stack: u64| {
+            json!({"hand_in_progress": in_progress, "seats": [
+                {"seat": 0, "stack": stack}, {"seat": 1, "stack": 400}
+            ]})
+        };
+        assert!(busted_in(&game(false, 0), 0));
+        assert!(!busted_in(&game(false, 1), 0));
+        assert!(!busted_in(&game(false, 0), 1));
+        // All-in during a hand: not busted yet.
+        assert!(!busted_in(&game(true, 0), 0));
     }
 }
