@@ -141,6 +141,7 @@ impl Bots {
                     || k.starts_with("latency")
                     || k.starts_with("protocol")
                     || k.starts_with("frames")
+                    || k.starts_with("resumed")
                 {
                     summary.push((k.trim().to_string(), v.trim().to_string()));
                 }
