@@ -362,7 +362,8 @@ impl Application {
             },
         )
         .context("database url")?
-        .with_owner_timeout(settings.lease_ttl());
+        .with_owner_timeout(settings.lease_ttl())
+        .with_journal(settings.journal.group_commit());
         // Known before any table is taken: every stamp carries it.
         let registration = Registration::new(
             settings

@@ -49,6 +49,10 @@ fn config(db: &TestDb, env: &str, redis: Option<&PrivateRedis>) -> ServerConfig 
 }
 
 async fn room(redis: Option<&PrivateRedis>, second: bool) -> Room {
+    room_of(redis, second, &["alice", "bob"]).await
+}
+
+async fn room_of(redis: Option<&PrivateRedis>, second: bool, names: &[&'static str]) -> Room {
     let db = test_db().await;
     let env = unique_env();
     let cfg = config(&db, &env, redis);
@@ -59,7 +63,7 @@ async fn room(redis: Option<&PrivateRedis>, second: bool) -> Room {
     };
     let table = play::new_table(&a).await;
     let mut players = Vec::new();
-    for (seat, name) in [(0, "alice"), (1, "bob")] {
+    for (seat, name) in (0u64..).zip(names.iter().copied()) {
         a.grant(name, 1000).await;
         let p = play::Player::sit(&a, &table, name, seat, 100).await;
         players.push(Seat {
@@ -131,8 +135,8 @@ async fn to_the_flop(room: &mut Room) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     // Per player: whether its stream has shown the flop, and how many
     // actions since.
-    let mut flop = [false; 2];
-    let mut acted = [0u32; 2];
+    let mut flop = vec![false; room.players.len()];
+    let mut acted = vec![0u32; room.players.len()];
     while Instant::now() < deadline {
         for (i, p) in room.players.iter_mut().enumerate() {
             let Some(v) = p.client.recv_json(Duration::from_millis(50)).await else {
@@ -187,7 +191,10 @@ fn assert_same_hand(before: &[Seen], after: &[Seen], same_clock: bool) {
     }
     // The pending decision is the one each side sees.
     let to_act = before[0].game["to_act"].as_u64().expect("someone to act");
-    let actor = &after[usize::try_from(to_act).expect("seat")];
+    let actor = after
+        .iter()
+        .find(|a| a.game["you"].as_u64() == Some(to_act))
+        .expect("the player to act");
     assert!(
         actor.game["decision"].as_u64().is_some(),
         "{:?}",
@@ -540,4 +547,81 @@ async fn an_operator_freeze_still_voids_the_hand_and_a_recovery_deals_a_new_one(
     );
     assert_eq!(b(&room).table(&room.table).await["hand_no"], hand);
     assert_eq!(b(&room).audit().await["delta"], 0);
+}
+
+#[tokio::test]
+async fn a_player_who_left_during_the_hand_is_still_folded_where_it_resumes_and_cashed_out_at_its_end(
+) {
+    let mut room = room_of(None, true, &["alice", "bob", "carol"]).await;
+    let turn = to_the_flop(&mut room).await;
+    let hand = turn["hand"].as_u64().expect("hand");
+    // Someone who is not to act leaves: folded now (journalled), the seat
+    // vacated by the hand's end.
+    let to_act = turn["seat"].as_u64().expect("seat");
+    let leaver = room
+        .players
+        .iter_mut()
+        .find(|p| p.seat != to_act)
+        .expect("a player not to act");
+    let (name, seat) = (leaver.name, leaver.seat);
+    leaver
+        .client
+        .send(json!({"type": "leave", "table": room.table}))
+        .await;
+    leaver
+        .client
+        .recv_until(
+            |v| v["kind"] == "action" && v["seat"] == seat,
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_or_else(|| panic!("{name} folded: {:?}", leaver.client.seen));
+    room.players.retain(|p| p.seat != seat);
+    let before = views(&room, &room.a, 0).await;
+    let fence = before[0].fence;
+    room.a.sigkill();
+    room.a
+        .wait_exit(Duration::from_secs(5))
+        .await
+        .expect("A died");
+    let after = views(&room, b(&room), fence).await;
+    for (b4, a) in before.iter().zip(&after) {
+        assert_eq!(a.game, b4.game, "the hand as the player sees it");
+        let gone = a.game["seats"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["seat"] == seat))
+            .cloned()
+            .expect("the leaver's seat is held until the hand ends");
+        assert_eq!(gone["folded"], true, "{gone}");
+    }
+    play_out(&room, b(&room), hand, fence).await;
+    assert_recorded_once(&room, b(&room), hand, after[0].fence).await;
+    let pool = room.db.pool().await;
+    let result: Value =
+        sqlx::query_scalar("SELECT result FROM hands WHERE table_id = $1 AND hand_no = $2")
+            .bind(&room.table)
+            .bind(i64::try_from(hand).expect("hand"))
+            .fetch_one(&pool)
+            .await
+            .expect("the hand row");
+    let end = result["seats"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["seat"] == seat))
+        .and_then(|s| s["end_stack"].as_i64())
+        .expect("the leaver's end stack");
+    let seats = play::db_stacks(&pool, &room.table).await;
+    assert!(
+        !seats.contains_key(&seat),
+        "{name}'s seat is empty: {seats:?}"
+    );
+    let wallet: i64 = sqlx::query_scalar("SELECT balance FROM accounts WHERE player = $1")
+        .bind(name)
+        .fetch_one(&pool)
+        .await
+        .expect("wallet");
+    assert_eq!(
+        wallet,
+        900 + end,
+        "{name} got her stack back at the hand's end"
+    );
 }

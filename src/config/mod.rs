@@ -62,6 +62,7 @@ pub struct Settings {
     pub table: TableSettings,
     pub ws: WsSettings,
     pub shutdown: ShutdownSettings,
+    pub journal: JournalSettings,
     #[serde(default)]
     pub auth: AuthSettings,
     #[serde(default)]
@@ -245,6 +246,32 @@ pub struct ShutdownSettings {
     pub drain_timeout_ms: u64,
 }
 
+/// The journal's group commit (I15): how long the writer waits for more
+/// commands once one has arrived, the most commands in one transaction,
+/// and the most transactions in flight at once.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JournalSettings {
+    pub window_us: u64,
+    pub max_batch: usize,
+    pub max_in_flight: usize,
+}
+
+/// The longest group-commit window: every act waits up to this long.
+const MAX_JOURNAL_WINDOW_US: u64 = 100_000;
+const MAX_JOURNAL_BATCH: usize = 65_536;
+
+impl JournalSettings {
+    /// The store's own form of these settings.
+    pub fn group_commit(&self) -> crate::store::JournalSettings {
+        crate::store::JournalSettings {
+            window: Duration::from_micros(self.window_us),
+            max_batch: self.max_batch,
+            max_in_flight: self.max_in_flight,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct AuthSettings {
@@ -370,6 +397,24 @@ impl Settings {
             if value == 0 {
                 return Err(format!("config error: {key} must be above 0"));
             }
+        }
+        let j = &self.journal;
+        if j.window_us > MAX_JOURNAL_WINDOW_US {
+            return Err(format!(
+                "config error: journal.window_us ({}) must be at most {MAX_JOURNAL_WINDOW_US} (every act waits that long)",
+                j.window_us
+            ));
+        }
+        if !(1..=MAX_JOURNAL_BATCH).contains(&j.max_batch) {
+            return Err(format!(
+                "config error: journal.max_batch ({}) must be 1 to {MAX_JOURNAL_BATCH}",
+                j.max_batch
+            ));
+        }
+        // Each batch in flight holds a pool connection while it commits (a
+        // pool smaller than this only means fewer batches at once).
+        if j.max_in_flight == 0 {
+            return Err("config error: journal.max_in_flight must be above 0".into());
         }
         // The heartbeat sends one renew at a time, every TTL/3: a renew that
         // hangs for longer than that delays the next one towards the local

@@ -246,6 +246,50 @@ pub(crate) async fn add_tables(db: &Database, env: &str, n: usize) -> anyhow::Re
     Ok(())
 }
 
+/// Seats two players (100 chips each, bought in) at each of the `n` tables
+/// [`add_tables`] added, the way players who sat down and then lost their
+/// connection leave them: once hosted, each table deals a hand.
+pub(crate) async fn seat_pairs(db: &Database, n: usize) -> anyhow::Result<()> {
+    let mut conn = sqlx::PgConnection::connect(&db.url).await?;
+    sqlx::query(
+        "INSERT INTO accounts (player, balance, granted) \
+         SELECT 'p' || i || '_' || s, 0, 100 \
+         FROM generate_series(1, $1::INT) AS i, generate_series(0, 1) AS s",
+    )
+    .bind(n as i32)
+    .execute(&mut conn)
+    .await
+    .context("insert the players")?;
+    sqlx::query(
+        "INSERT INTO seats (table_id, seat, player, stack) \
+         SELECT 'tbl_idle' || lpad(i::TEXT, 11, '0'), s, 'p' || i || '_' || s, 100 \
+         FROM generate_series(1, $1::INT) AS i, generate_series(0, 1) AS s",
+    )
+    .bind(n as i32)
+    .execute(&mut conn)
+    .await
+    .context("seat the players")?;
+    Ok(())
+}
+
+/// Waits until the instance at `http` counts at least `n` of `name`,
+/// reading it every `poll`.
+pub(crate) async fn wait_metric(
+    http: &str,
+    name: &str,
+    n: f64,
+    poll: Duration,
+) -> anyhow::Result<Duration> {
+    let t0 = Instant::now();
+    while metric(http, name).await? < n {
+        if t0.elapsed() > Duration::from_secs(600) {
+            bail!("{name} did not reach {n} within 600 s");
+        }
+        tokio::time::sleep(poll).await;
+    }
+    Ok(t0.elapsed())
+}
+
 /// Waits until the instance at `http` hosts at least `n` tables, reading its
 /// gauge every `poll`; returns how long that took.
 pub(crate) async fn wait_hosted(http: &str, n: usize, poll: Duration) -> anyhow::Result<Duration> {

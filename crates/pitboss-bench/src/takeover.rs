@@ -5,6 +5,11 @@
 //! same run: the same instance hosting the same tables released by a
 //! drained predecessor long before (its revive scan and acquisitions alone).
 //!
+//! With `--mid-hand` every table has two seated players and a hand in
+//! progress with a decision pending (the action clock is ten minutes): the
+//! drain must not wait for it, and the heir must resume every hand from
+//! its journal (counted in `pitboss_journal_replays_total`).
+//!
 //! Two real `pitboss serve` processes share a redis-server of the run's own
 //! and a fresh Postgres database. Each round sends SIGTERM to the instance
 //! hosting every table, restarts it under the same id once the other hosts
@@ -19,7 +24,9 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::json;
 
-use crate::instance::{add_tables, start_pitboss, wait_hosted, Database, Instance};
+use crate::instance::{
+    add_tables, metric, seat_pairs, start_pitboss, wait_hosted, wait_metric, Database, Instance,
+};
 use crate::ms;
 
 /// The command line of `pitboss-bench takeover`.
@@ -43,6 +50,9 @@ pub struct Options {
     /// postgres://postgres@127.0.0.1:5432/postgres)
     #[arg(verbatim_doc_comment, long, value_name = "URL", default_value_t = crate::default_pg_url(), hide_default_value = true)]
     pg_url: String,
+    /// Every table with a hand in progress, a decision pending
+    #[arg(long)]
+    mid_hand: bool,
     /// Also write the figures as JSON
     #[arg(long, value_name = "PATH")]
     json: Option<String>,
@@ -73,26 +83,44 @@ struct Takeover {
     hosted: Duration,
 }
 
+const RESUMED: &str = "pitboss_journal_replays_total{result=\"resumed\"}";
+const JOURNALLED: &str = "pitboss_journal_entries_total";
+
 async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> anyhow::Result<()> {
-    // Idle tables stay hosted until their instance goes.
-    let extra = [("PITBOSS__TABLE__IDLE_EVICT_MS", "86400000")];
+    // Idle tables stay hosted until their instance goes; seated players
+    // without a connection keep their seats, and a hand's decision waits
+    // ten minutes.
+    let extra = [
+        ("PITBOSS__TABLE__IDLE_EVICT_MS", "86400000"),
+        ("PITBOSS__TABLE__RECONNECT_WINDOW_MS", "86400000"),
+        ("PITBOSS__TABLE__ACTION_TIMEOUT_MS", "600000"),
+        ("PITBOSS__TABLE__NEXT_HAND_DELAY_MS", "0"),
+    ];
     let start = |id: String| async move {
         start_pitboss(&o.pitboss, &id, o.ttl_ms, db, redis, &extra).await
     };
     let ttl = Duration::from_millis(o.ttl_ms);
     let kill_bound = ttl + ttl / 3 + Duration::from_secs(1);
     println!(
-        "pitboss-bench takeover: {} cores, {}, {} tables, lease TTL {} ms; command: pitboss-bench takeover {}",
+        "pitboss-bench takeover: {} cores, {}, {} tables{}, lease TTL {} ms; command: pitboss-bench takeover {}",
         std::thread::available_parallelism().map_or(0, usize::from),
         o.pitboss.display(),
         o.tables,
+        if o.mid_hand { " each mid-hand" } else { "" },
         o.ttl_ms,
         args.join(" ")
     );
 
     let mut owner = start("bench-a".into()).await?;
     add_tables(db, &owner.env, o.tables).await?;
+    if o.mid_hand {
+        seat_pairs(db, o.tables).await?;
+    }
     let baseline = wait_hosted(&owner.http, o.tables, POLL).await?;
+    if o.mid_hand {
+        // Every table dealt: its start is in the journal.
+        wait_metric(&owner.http, JOURNALLED, o.tables as f64, POLL).await?;
+    }
     println!(
         "  baseline: {} released tables hosted by a running instance in {:7.1} ms",
         o.tables,
@@ -101,7 +129,7 @@ async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> an
     let mut other = start("bench-b".into()).await?;
     let (mut terms, mut kills) = (Vec::new(), Vec::new());
     for round in 1..=o.rounds {
-        let t = go_away(&mut owner, &other, o.tables, Signal::SIGTERM).await?;
+        let t = go_away(&mut owner, &other, o.tables, Signal::SIGTERM, o.mid_hand).await?;
         println!(
             "  round {round} SIGTERM: drained and exited {:7.1} ms after the signal, every table hosted elsewhere {:7.1} ms after the exit",
             ms(t.exit),
@@ -112,7 +140,7 @@ async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> an
         owner = start(owner.id.clone()).await?;
         std::mem::swap(&mut owner, &mut other);
 
-        let k = go_away(&mut owner, &other, o.tables, Signal::SIGKILL).await?;
+        let k = go_away(&mut owner, &other, o.tables, Signal::SIGKILL, o.mid_hand).await?;
         println!(
             "  round {round} SIGKILL: every table hosted elsewhere {:7.1} ms after the signal",
             ms(k.hosted)
@@ -152,6 +180,7 @@ async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> an
             "tables": o.tables,
             "rounds": o.rounds,
             "ttl_ms": o.ttl_ms,
+            "mid_hand": o.mid_hand,
             "baseline_ms": ms(baseline),
             "sigterm_exit_ms": terms.iter().map(|t| ms(t.exit)).collect::<Vec<_>>(),
             "sigterm_hosted_after_exit_ms": terms.iter().map(|t| ms(t.hosted)).collect::<Vec<_>>(),
@@ -165,15 +194,17 @@ async fn measure(o: &Options, db: &Database, redis: &str, args: &[String]) -> an
 }
 
 /// Sends `signal` to `owner`, which hosts every table, and waits until
-/// `heir` hosts them all.
+/// `heir` hosts them all (`mid_hand`: and has resumed every hand).
 async fn go_away(
     owner: &mut Instance,
     heir: &Instance,
     tables: usize,
     signal: Signal,
+    mid_hand: bool,
 ) -> anyhow::Result<Takeover> {
     let pid = i32::try_from(owner.child.pid()?).context("pid")?;
     wait_hosted(&owner.http, tables, POLL).await?;
+    let resumed = metric(&heir.http, RESUMED).await?;
     let sent = Instant::now();
     kill(Pid::from_raw(pid), signal).with_context(|| format!("send {signal} to pitboss"))?;
     let status = tokio::time::timeout(Duration::from_secs(120), owner.child.0.wait())
@@ -184,6 +215,17 @@ async fn go_away(
         bail!("pitboss exited with {status} after SIGTERM");
     }
     let hosted = wait_hosted(&heir.http, tables, POLL).await?;
+    if mid_hand {
+        // Hosted means resumed: the hand is rebuilt before the table
+        // starts. Every one of them must have been.
+        let now = metric(&heir.http, RESUMED).await?;
+        if now - resumed < tables as f64 {
+            bail!(
+                "the heir resumed {} hands of {tables} tables mid-hand",
+                now - resumed
+            );
+        }
+    }
     Ok(Takeover {
         exit,
         hosted: match signal {
