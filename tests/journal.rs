@@ -25,6 +25,7 @@ fn act(number: u64, seq: u32) -> Entry {
         command: Some(serde_json::json!({"hand": number, "action": "call"})),
         seed: None,
         deadline_ms: None,
+        told_after: None,
     }
 }
 

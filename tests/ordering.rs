@@ -212,6 +212,7 @@ async fn seq_strictly_increases_on_every_connection_through_rejoins_pauses_reass
 
     // 3. An owner change: A to B, and the watchers swap roles.
     move_to(&a, &t, "order-b").await;
+    let fence_on_b = b.table(&t).await["fence"].as_u64().expect("fence");
     read_events(&mut on_a, &t, 3, SECS(15)).await;
     read_events(&mut on_b, &t, 3, SECS(15)).await;
     lag_and_join_again(&mut on_a, &t).await;
@@ -219,6 +220,7 @@ async fn seq_strictly_increases_on_every_connection_through_rejoins_pauses_reass
 
     // 4. And back.
     move_to(&b, &t, "order-a").await;
+    let fence_back = a.table(&t).await["fence"].as_u64().expect("fence");
     read_events(&mut on_a, &t, 3, SECS(15)).await;
     read_events(&mut on_b, &t, 3, SECS(15)).await;
     lag_and_join_again(&mut on_a, &t).await;
@@ -240,16 +242,18 @@ async fn seq_strictly_increases_on_every_connection_through_rejoins_pauses_reass
         // It was told through every phase: the pause, and both moves.
         let told = |ty: &str| c.seen.iter().any(|v| v["type"] == ty && v["table"] == t);
         assert!(told("paused") && told("resumed"), "{name} saw the pause");
-        let owners: Vec<&str> = c
+        // Each hosting numbers its frames from its fence's epoch (a
+        // snapshot or, caught up from the journal, the events missed).
+        let hostings: Vec<u64> = c
             .seen
             .iter()
-            .filter(|v| v["type"] == "snapshot" && v["table"] == t)
-            .filter_map(|v| v["state"]["owner"].as_str())
+            .filter(|v| v["table"] == t)
+            .filter_map(|v| v["seq"].as_u64())
+            .map(|seq| seq >> 32)
             .collect();
         assert!(
-            owners.windows(2).any(|w| w == ["order-a", "order-b"])
-                && owners.windows(2).any(|w| w == ["order-b", "order-a"]),
-            "{name} followed both moves: {owners:?}"
+            hostings.contains(&fence_on_b) && hostings.contains(&fence_back),
+            "{name} followed both moves (B at {fence_on_b}, back at {fence_back}): {hostings:?}"
         );
     }
 }

@@ -138,17 +138,40 @@ async fn sigterm_releases_a_table_mid_hand_at_once_and_the_next_instance_hosts_i
         "A logged the end of its drain"
     );
 
-    // A player reconnects to B with the last seq A sent: B numbers its
-    // events from a later epoch, so the client gets a fresh snapshot (of
-    // the same hand), never B's events misread as the continuation of A's.
-    let last_on_a = players[0].client.last_seq(&table).expect("a seq from A");
+    // A player reconnects to B with a seq A sent: B rebuilt what A told
+    // of the hand from the journal, so it sends the events missed after
+    // it (as A numbered them), and a fresh join gets a snapshot of the
+    // same hand numbered from B's later epoch.
+    let seen = &players[0].client.seen;
+    let from_a: Vec<&Value> = seen
+        .iter()
+        .filter(|v| v["type"] == "event" && v["table"] == table.as_str())
+        .collect();
+    let last_on_a = from_a
+        .last()
+        .and_then(|v| v["seq"].as_u64())
+        .expect("a seq from A");
+    let since = from_a[from_a.len() - 3]["seq"].as_u64().expect("seq");
     let mut again = common::WsClient::connect(&b, &common::mint_token("alice"))
         .await
         .expect("connect to B");
     again
-        .send(json!({"type": "join", "table": table, "since": last_on_a}))
+        .send(json!({"type": "join", "table": table, "since": since}))
         .await;
-    let first = again
+    while again.recv_json(Duration::from_millis(500)).await.is_some() {}
+    let missed: Vec<Value> = from_a[from_a.len() - 2..]
+        .iter()
+        .map(|v| (*v).clone())
+        .collect();
+    assert_eq!(
+        again.seen, missed,
+        "the two events after {since}, as A told them"
+    );
+    let mut fresh = common::WsClient::connect(&b, &common::mint_token("alice"))
+        .await
+        .expect("connect to B");
+    fresh.send(json!({"type": "join", "table": table})).await;
+    let first = fresh
         .recv_json(Duration::from_secs(5))
         .await
         .expect("an answer from B");

@@ -625,3 +625,86 @@ async fn a_player_who_left_during_the_hand_is_still_folded_where_it_resumes_and_
         "{name} got her stack back at the hand's end"
     );
 }
+
+/// A player's frames of `hand` from the first hosting, after `since`.
+fn told_after(seen: &[Value], since: u64) -> Vec<Value> {
+    seen.iter()
+        .filter(|v| v["type"] == "event" && v["seq"].as_u64().is_some_and(|s| s > since))
+        .cloned()
+        .collect()
+}
+
+/// `name` joins on `server` with `since` and reads for a while.
+async fn rejoin(server: &Server, table: &str, name: &str, since: u64) -> Vec<Value> {
+    let mut c = WsClient::connect(server, &mint_token(name))
+        .await
+        .expect("connect");
+    c.send(json!({"type": "join", "table": table, "since": since}))
+        .await;
+    while c.recv_json(Duration::from_millis(500)).await.is_some() {}
+    c.close().await;
+    c.seen
+}
+
+#[tokio::test]
+async fn a_since_from_the_sigkilled_owner_is_answered_on_the_heir_with_the_events_missed() {
+    let mut room = room(None, true).await;
+    let turn = to_the_flop(&mut room).await;
+    let hand = turn["hand"].as_u64().expect("hand");
+    // Everything A sent reaches the players' lists.
+    for p in &mut room.players {
+        while p
+            .client
+            .recv_json(Duration::from_millis(300))
+            .await
+            .is_some()
+        {}
+    }
+    let fence = views(&room, &room.a, 0).await[0].fence;
+    room.a.sigkill();
+    room.a
+        .wait_exit(Duration::from_secs(5))
+        .await
+        .expect("A died");
+    // B hosts the table (a fresh join's snapshot shows its hosting).
+    views(&room, b(&room), fence).await;
+    for p in &room.players {
+        let seen = &p.client.seen;
+        let deal = seen
+            .iter()
+            .find(|v| v["kind"] == "hand_started" && v["hand"] == hand)
+            .unwrap_or_else(|| panic!("{} saw no deal: {seen:?}", p.name));
+        let flop = seen
+            .iter()
+            .find(|v| v["kind"] == "street" && v["street"] == "flop")
+            .expect("the flop");
+        let last = seen
+            .iter()
+            .rev()
+            .find_map(|v| v["seq"].as_u64())
+            .expect("a seq");
+        for since in [
+            deal["seq"].as_u64().unwrap() - 1,
+            flop["seq"].as_u64().unwrap() - 1,
+            last,
+        ] {
+            let want = told_after(seen, since);
+            let got = rejoin(b(&room), &room.table, p.name, since).await;
+            assert_eq!(
+                got, want,
+                "{} since {since}: the events it missed, as A told them",
+                p.name
+            );
+        }
+        // A `since` past what A's journal shows (an event the journal
+        // does not keep may lie there) gets a snapshot.
+        let got = rejoin(b(&room), &room.table, p.name, last + 1).await;
+        assert_eq!(
+            got.first().map(|v| v["type"].clone()),
+            Some(json!("snapshot")),
+            "{got:?}"
+        );
+    }
+    let ended = play_out(&room, b(&room), hand, fence).await;
+    assert_eq!(ended["hand"], hand);
+}

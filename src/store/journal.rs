@@ -67,6 +67,10 @@ pub struct Entry {
     /// The deadline (Unix ms) of the decision this command opened, if it
     /// opened one: the next owner keeps it (the action clock's time left).
     pub deadline_ms: Option<i64>,
+    /// The `seq` of the last event the table had told when this command's
+    /// events went out (they follow it, numbered on): what lets the next
+    /// owner tell a reconnecting client the events it missed.
+    pub told_after: Option<u64>,
 }
 
 impl Entry {
@@ -82,6 +86,7 @@ impl Entry {
             command: Some(serde_json::json!({ "seats": seats })),
             seed: Some(seed),
             deadline_ms: None,
+            told_after: None,
         }
     }
 }
@@ -267,6 +272,7 @@ async fn insert(
     let mut commands: Vec<Option<String>> = Vec::with_capacity(n);
     let mut seeds: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
     let mut deadlines: Vec<Option<i64>> = Vec::with_capacity(n);
+    let mut told: Vec<Option<i64>> = Vec::with_capacity(n);
     for p in batch {
         let e = &p.entry;
         tables.push(p.table.as_str());
@@ -279,22 +285,24 @@ async fn insert(
         commands.push(e.command.as_ref().map(|c| c.to_string()));
         seeds.push(e.seed.map(|s| s.to_vec()));
         deadlines.push(e.deadline_ms);
+        told.push(e.told_after.map(|t| db_u64(t, "told_after")).transpose()?);
     }
     let inserted: Vec<(String, i64, i32)> = sqlx::query_as(
         "WITH input AS ( \
              SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int4[], $5::text[], \
-                                  $6::int2[], $7::int8[], $8::text[], $9::bytea[], $10::int8[]) \
+                                  $6::int2[], $7::int8[], $8::text[], $9::bytea[], $10::int8[], \
+                                  $11::int8[]) \
                  AS i(table_id, number, fence, seq, kind, seat, decision, command, seed, \
-                      deadline_ms) \
+                      deadline_ms, told_after) \
          ), fenced AS ( \
              SELECT t.id, t.owner_fencing_token AS fence FROM tables t JOIN input i \
                  ON t.id = i.table_id AND t.owner_fencing_token = i.fence \
              FOR KEY SHARE OF t \
          ) \
          INSERT INTO journal (table_id, number, fence, seq, kind, seat, decision, command, seed, \
-                              deadline_ms) \
+                              deadline_ms, told_after) \
          SELECT i.table_id, i.number, i.fence, i.seq, i.kind, i.seat, i.decision, \
-                i.command::jsonb, i.seed, i.deadline_ms \
+                i.command::jsonb, i.seed, i.deadline_ms, i.told_after \
          FROM input i JOIN fenced f ON f.id = i.table_id AND f.fence = i.fence \
          ON CONFLICT DO NOTHING \
          RETURNING table_id, fence, seq",
@@ -309,6 +317,7 @@ async fn insert(
     .bind(&commands)
     .bind(&seeds)
     .bind(&deadlines)
+    .bind(&told)
     .fetch_all(pool)
     .await?;
     let mut outcomes: Vec<Option<Result<Appended, StoreError>>> = batch
@@ -386,7 +395,7 @@ pub async fn in_progress(
              ORDER BY number DESC, fence DESC LIMIT 1 \
          ) \
          SELECT j.number, j.fence, j.seq, j.kind, j.seat, j.decision, j.command, j.seed, \
-                j.deadline_ms \
+                j.deadline_ms, j.told_after \
          FROM journal j JOIN latest l ON j.number = l.number AND j.fence >= l.fence \
          WHERE j.table_id = $1 \
          ORDER BY j.seq, j.fence",
@@ -428,6 +437,10 @@ fn entry_of(row: &sqlx::postgres::PgRow) -> Result<Entry, StoreError> {
         command: row.try_get("command")?,
         seed,
         deadline_ms: row.try_get("deadline_ms")?,
+        told_after: row
+            .try_get::<Option<i64>, _>("told_after")?
+            .map(|t| u64::try_from(t).map_err(|_| broken("told_after")))
+            .transpose()?,
     })
 }
 

@@ -81,6 +81,7 @@ fn act(seq: u32) -> Entry {
         command: Some(serde_json::json!({"hand": 1, "action": "call"})),
         seed: None,
         deadline_ms: None,
+        told_after: None,
     }
 }
 

@@ -314,6 +314,7 @@ impl<G: Game> Table<G> {
             command: applied.fields,
             seed: None,
             deadline_ms,
+            told_after: Some(self.fanout.seq()),
         };
         if let Some(h) = &mut self.hand {
             h.next = h.next.saturating_add(1);
@@ -358,6 +359,7 @@ impl<G: Game> Table<G> {
             "hand in progress resumed from the journal"
         );
         self.hand = Some(resumed.hand);
+        self.keep_earlier(resumed.history);
         if !resumed.result.is_empty() {
             self.advance(resumed.result, ctx);
             return;
@@ -622,6 +624,7 @@ impl<G: Game> Table<G> {
         let deadline_ms = self.deadline_of(&events);
         let start = Entry {
             deadline_ms,
+            told_after: Some(self.fanout.seq()),
             ..Entry::start(number, dealt.seed, seats)
         };
         let after = After::Journalled {

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::play::Journalled;
 use crate::chips::{Chips, PlayerId};
-use crate::games::{Game, Occupant, Refusal, Role, Told};
+use crate::games::{Audience, Game, Occupant, Refusal, Role, Told};
 use crate::store::{Entry, EntryKind};
 use crate::types::ErrorCode;
 
@@ -73,22 +73,39 @@ pub(super) fn seats_at_deal(start: &Entry) -> Result<Vec<Occupant>, Refusal> {
 /// The events a replay produced (each was told when first applied).
 pub(super) type Replayed<G> = Vec<Told<<G as Game>::Event>>;
 
+/// What one journalled command told when it was first applied: its events
+/// (a boundary's result aside, which is told only once recorded), each
+/// with who could see it, numbered on from `told_after`.
+pub(super) struct Retold<G: Game> {
+    /// The `seq` of the last event told before these (`None` for a row
+    /// journalled before this was kept).
+    pub told_after: Option<u64>,
+    /// The deadline its decision was announced with.
+    pub deadline_ms: Option<i64>,
+    /// Each event with its only viewer (`None`: everyone); an event to an
+    /// empty seat was told to nobody and is left out.
+    pub events: Vec<(Option<PlayerId>, G::Event)>,
+}
+
+/// The commands' events as first told, one [`Retold`] per journal entry.
+pub(super) type History<G> = Vec<Retold<G>>;
+
 /// The hand in progress from Postgres alone: the game at its last
 /// boundary (`number`, with the `state` the boundary stored) with the
-/// seats its start row names, then its journal replayed. Returns the game
-/// and the events the replay produced.
+/// seats its start row names, then its journal replayed. Returns the game,
+/// the events the replay produced, and each entry's events as told.
 pub(super) fn rebuild<G: Game>(
     config: G::Config,
     number: u64,
     state: &Value,
     entries: &[Entry],
-) -> Result<(G, Replayed<G>), Refusal> {
+) -> Result<(G, Replayed<G>, History<G>), Refusal> {
     let start = entries
         .first()
         .ok_or_else(|| Refusal::new(ErrorCode::Internal, "a journal without a start"))?;
     let mut game = G::resume(config, number, state, seats_at_deal(start)?)?;
-    let told = replay(&mut game, entries)?;
-    Ok((game, told))
+    let (told, history) = replay(&mut game, entries)?;
+    Ok((game, told, history))
 }
 
 /// A table hosted with its hand (or game) in progress, as its journal
@@ -102,6 +119,12 @@ pub struct Resumed<G: Game> {
     /// not recorded yet (it stopped between the last command and the
     /// boundary write): the new owner records it, then tells it.
     pub(super) result: Vec<Told<G::Event>>,
+    /// What the journalled commands told, for a client that reconnects
+    /// with a `since` from an earlier hosting. Empty when seats changed
+    /// during the hand outside the journal (a sit or a stand-up of a
+    /// player not in it): those events are not kept, so a client catching
+    /// up from the history alone would miss them.
+    pub(super) history: History<G>,
 }
 
 /// The game in progress at a table from what Postgres holds alone: the
@@ -119,8 +142,9 @@ pub(super) fn resume<G: Game>(
     seats: &[Occupant],
     entries: &[Entry],
 ) -> Result<(G, Resumed<G>), Refusal> {
-    let (mut game, told) = rebuild::<G>(config, number, state, entries)?;
+    let (mut game, told, history) = rebuild::<G>(config, number, state, entries)?;
     let broken = |what: String| Refusal::new(ErrorCode::Internal, what);
+    let mut reseated = false;
     for o in game.occupants() {
         if seats
             .iter()
@@ -135,10 +159,12 @@ pub(super) fn resume<G: Game>(
             )));
         }
         game.leave(o.seat)?;
+        reseated = true;
     }
     for s in seats {
         if game.player_at(s.seat).is_none() {
             game.sit(s.seat, &s.player.0, s.stack)?;
+            reseated = true;
         }
     }
     let (Some(start), Some(last)) = (entries.first(), entries.last()) else {
@@ -165,19 +191,23 @@ pub(super) fn resume<G: Game>(
             hand,
             deadline_ms,
             result,
+            history: if reseated { Vec::new() } else { history },
         },
     ))
 }
 
 /// Applies a hand's journal to `game` (which stands at the boundary before
 /// it): the start first (seq 0, its seed), then every later entry in
-/// `seq` order. Returns the events the commands produced, which were
-/// told when they were applied.
+/// `seq` order. Returns the events the commands produced, and each
+/// entry's events as they were told when it was first applied.
 ///
 /// Refused when the journal does not fit the game: no start, a gap in the
 /// sequence, a command the game refuses now. A journal that does not replay
 /// is never guessed at.
-pub(super) fn replay<G: Game>(game: &mut G, entries: &[Entry]) -> Result<Replayed<G>, Refusal> {
+pub(super) fn replay<G: Game>(
+    game: &mut G,
+    entries: &[Entry],
+) -> Result<(Replayed<G>, History<G>), Refusal> {
     let broken = |what: String| Refusal::new(ErrorCode::Internal, what);
     let Some((start, rest)) = entries.split_first() else {
         return Err(broken("a journal without a start".into()));
@@ -196,6 +226,7 @@ pub(super) fn replay<G: Game>(game: &mut G, entries: &[Entry]) -> Result<Replaye
             start.number
         )));
     }
+    let mut history = vec![retold(game, start, &told)];
     for (at, entry) in rest.iter().enumerate() {
         let expected = u32::try_from(at + 1).unwrap_or(u32::MAX);
         if entry.seq != expected || entry.number != start.number {
@@ -226,9 +257,29 @@ pub(super) fn replay<G: Game>(game: &mut G, entries: &[Entry]) -> Result<Replaye
             EntryKind::Leave => game.leave(seat)?,
             EntryKind::Start => return Err(broken(format!("a second start at {}", entry.seq))),
         };
+        history.push(retold(game, entry, &events));
         told.extend(events);
     }
-    Ok(told)
+    Ok((told, history))
+}
+
+/// What `entry`'s `events` told when first applied to the game as it
+/// stands now: the table tells each event to everyone or to the seat's
+/// player, and holds a result back until it is recorded.
+fn retold<G: Game>(game: &G, entry: &Entry, events: &[Told<G::Event>]) -> Retold<G> {
+    let told = events
+        .iter()
+        .take_while(|e| G::role(&e.event) != Role::Result)
+        .filter_map(|e| match e.to {
+            Audience::Everyone => Some((None, e.event.clone())),
+            Audience::Seat(seat) => game.player_at(seat).map(|p| (Some(p), e.event.clone())),
+        })
+        .collect();
+    Retold {
+        told_after: entry.told_after,
+        deadline_ms: entry.deadline_ms,
+        events: told,
+    }
 }
 
 fn decision(entry: &Entry) -> Result<u64, Refusal> {
@@ -311,6 +362,7 @@ mod tests {
                     command: Some(fields),
                     seed: None,
                     deadline_ms: None,
+                    told_after: None,
                 }
             } else {
                 let command = game.on_timeout().unwrap();
@@ -325,6 +377,7 @@ mod tests {
                     command: None,
                     seed: None,
                     deadline_ms: None,
+                    told_after: None,
                 }
             };
             entries.push(entry);
@@ -376,7 +429,7 @@ mod tests {
                 ..e.clone()
             })
             .collect();
-        let (heir, _): (Holdem, _) =
+        let (heir, _, _): (Holdem, _, _) =
             rebuild(owner.settings().clone(), number, &state, &stored).expect("rebuilt");
         assert_eq!(seen(&heir), seen(&owner));
         // A start that does not name its seats is not guessed at.
@@ -408,5 +461,34 @@ mod tests {
         let mut heir = at_boundary(&before);
         replay(&mut heir, &entries).unwrap();
         assert_eq!(seen(&heir), seen(&owner));
+    }
+
+    #[test]
+    fn the_history_keeps_each_entrys_events_as_told_and_no_result() {
+        let mut owner = holdem();
+        let before = at_boundary(&owner);
+        let entries = journalled(&mut owner, [3; 32], 40);
+        assert!(!owner.in_progress(), "the hand was played to its end");
+        let mut heir = before;
+        let (told, history) = replay(&mut heir, &entries).unwrap();
+        assert_eq!(history.len(), entries.len(), "one per entry");
+        // The deal's hole cards go to each seat's own player.
+        let own: Vec<String> = history[0]
+            .events
+            .iter()
+            .filter_map(|(only, _)| only.as_ref().map(|p| p.0.clone()))
+            .collect();
+        assert_eq!(own, ["ann", "bob", "cy"]);
+        // The result is told once recorded, never from the history.
+        let kept: usize = history.iter().map(|r| r.events.len()).sum();
+        let results = told
+            .iter()
+            .position(|e| Holdem::role(&e.event) == Role::Result)
+            .expect("a result");
+        assert_eq!(kept, results, "everything before the result");
+        assert!(history
+            .iter()
+            .flat_map(|r| &r.events)
+            .all(|(_, e)| Holdem::role(e) != Role::Result));
     }
 }

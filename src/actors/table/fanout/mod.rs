@@ -14,6 +14,7 @@ use tracing::warn;
 
 use super::error::TableError;
 use super::play::Events;
+use super::replay::{History, Retold};
 use super::Table;
 use crate::chips::PlayerId;
 use crate::games::{Audience, Game, Role};
@@ -111,6 +112,13 @@ pub(super) struct Fanout {
     table: TableId,
     subscribers: HashMap<SessionId, Subscriber>,
     seq: u64,
+    /// This hosting's first `seq` (before its first event).
+    epoch: u64,
+    /// The last `seq` of an earlier hosting's events kept in `history`
+    /// (what the journal rebuilt), if any: a `since` of that hosting up to
+    /// it is answered from the history; a later one (an event the journal
+    /// does not keep) gets a snapshot.
+    earlier_until: Option<u64>,
     history: VecDeque<Sent>,
     history_cap: usize,
 }
@@ -139,6 +147,8 @@ impl Fanout {
             table,
             subscribers: HashMap::new(),
             seq: seq_epoch(fence),
+            epoch: seq_epoch(fence),
+            earlier_until: None,
             history: VecDeque::new(),
             history_cap,
         }
@@ -228,6 +238,23 @@ impl Fanout {
         dropped
     }
 
+    /// Keeps what an earlier hosting told of the hand in progress (as the
+    /// journal rebuilt it, in `seq` order and without a gap) ahead of this
+    /// hosting's events, before any is sent.
+    pub fn keep_earlier(&mut self, earlier: Vec<Sent>) {
+        let Some(last) = earlier.last().map(|s| s.seq) else {
+            return;
+        };
+        if last >= self.epoch || !self.history.is_empty() {
+            return;
+        }
+        self.earlier_until = Some(last);
+        self.history.extend(earlier);
+        while self.history.len() > self.history_cap {
+            self.history.pop_front();
+        }
+    }
+
     /// Subscribes `session`: it gets the events after `since` that are
     /// still kept, else `snapshot`; then `paused` if the table is paused.
     pub fn subscribe(
@@ -250,7 +277,8 @@ impl Fanout {
             other => other,
         };
         let oldest = self.history.front().map_or(self.seq + 1, |s| s.seq);
-        let replay = since.filter(|&n| n <= self.seq && n + 1 >= oldest);
+        let known = |n: u64| n >= self.epoch || self.earlier_until.is_some_and(|last| n <= last);
+        let replay = since.filter(|&n| n <= self.seq && n + 1 >= oldest && known(n));
         let sent_all = match replay {
             Some(since) => self
                 .history
@@ -344,6 +372,62 @@ impl<G: Game> Table<G> {
             });
             self.let_go(dropped);
         }
+    }
+
+    /// Keeps what the hosting before this one told of the hand in
+    /// progress, rebuilt from the journal: each entry's events numbered on
+    /// from the `seq` it recorded. Only the entries at the journal's end
+    /// whose events follow on without a gap are kept (an event between two
+    /// of them that the journal does not hold, such as a sit, ends what a
+    /// client can be caught up with).
+    pub(super) fn keep_earlier(&mut self, history: History<G>) {
+        let timeout = self.env.action_timeout();
+        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut kept: Vec<Sent> = Vec::new();
+        // The `seq` the events kept so far reach.
+        let mut reached: Option<u64> = None;
+        for retold in &history {
+            match (retold.told_after, self.retell(retold, timeout_ms)) {
+                (Some(after), Some(sent)) => {
+                    if reached != Some(after) {
+                        kept.clear();
+                    }
+                    reached = Some(after.saturating_add(sent.len() as u64));
+                    kept.extend(sent);
+                }
+                _ => {
+                    kept.clear();
+                    reached = None;
+                }
+            }
+        }
+        self.fanout.keep_earlier(kept);
+    }
+
+    /// One entry's events as first told, frames and all; `None` for an
+    /// entry journalled without the `seq` it followed, or whose decision's
+    /// deadline was not journalled (its frames cannot be told again as
+    /// they were).
+    fn retell(&self, retold: &Retold<G>, timeout_ms: u64) -> Option<Vec<Sent>> {
+        let mut seq = retold.told_after?;
+        let mut sent = Vec::with_capacity(retold.events.len());
+        for (only, event) in &retold.events {
+            seq = seq.saturating_add(1);
+            let clock = match G::role(event) {
+                Role::Decision { .. } => Some(TurnClock {
+                    deadline_ms: retold.deadline_ms?,
+                    timeout_ms,
+                }),
+                _ => None,
+            };
+            let frame = EventFrame::new(&self.id, seq, event, clock).to_shared();
+            sent.push(Sent {
+                seq,
+                only: only.clone(),
+                frame,
+            });
+        }
+        Some(sent)
     }
 
     fn snapshot_frame(&self, viewer: &PlayerId) -> Arc<str> {

@@ -243,3 +243,64 @@ fn each_session_gets_its_own_frame_and_dismissal_tells_everyone_and_forgets_them
         Some("moved tbl_fanout")
     );
 }
+
+#[test]
+fn a_since_of_the_hosting_before_is_answered_from_what_the_journal_rebuilt() {
+    // The hosting under fence 1 told 1<<32 + 1..=7; the journal rebuilt
+    // 5..=7 (5 is alice's own), the last of them without a gap.
+    let (before, epoch) = (1u64 << 32, 2u64 << 32);
+    let mut f = Fanout::new(table(), Fence(2), 10);
+    let earlier = (5..=7)
+        .map(|n| Sent {
+            seq: before + n,
+            only: (n == 5).then(|| player("alice")),
+            frame: event(before + n),
+        })
+        .collect();
+    f.keep_earlier(earlier);
+    f.publish(None, event);
+    let e = |n: u64| format!("e{n}");
+    let cases = [
+        // Caught up across the hostings, each seeing what it may.
+        (
+            "alice",
+            Some(before + 4),
+            vec![e(before + 5), e(before + 6), e(before + 7), e(epoch + 1)],
+        ),
+        (
+            "bob",
+            Some(before + 4),
+            vec![e(before + 6), e(before + 7), e(epoch + 1)],
+        ),
+        ("carol", Some(before + 7), vec![e(epoch + 1)]),
+        // Before what the journal rebuilt, or after it: events the
+        // journal does not keep may lie there, so a snapshot.
+        ("dave", Some(before + 3), vec!["snap".to_string()]),
+        ("erin", Some(before + 8), vec!["snap".to_string()]),
+        // This hosting's own numbering goes on as before.
+        ("fay", Some(epoch), vec![e(epoch + 1)]),
+        ("gus", Some(epoch + 1), vec![]),
+    ];
+    for (i, (name, since, want)) in cases.into_iter().enumerate() {
+        let w = TestWatcher::new(1 << 20);
+        f.subscribe(10 + i as u64, sub(name, &w), since, &snap(), None)
+            .unwrap();
+        assert_eq!(w.frames(), want, "{name} since {since:?}");
+    }
+}
+
+#[test]
+fn what_an_earlier_hosting_told_is_kept_only_before_this_hostings_first_event() {
+    let before = 1u64 << 32;
+    let mut f = Fanout::new(table(), Fence(2), 10);
+    f.publish(None, event);
+    f.keep_earlier(vec![Sent {
+        seq: before + 1,
+        only: None,
+        frame: event(before + 1),
+    }]);
+    let w = TestWatcher::new(1 << 20);
+    f.subscribe(1, sub("alice", &w), Some(before), &snap(), None)
+        .unwrap();
+    assert_eq!(w.frames(), ["snap"]);
+}
