@@ -6,7 +6,7 @@ use sqlx::Row;
 use super::instances::owner_alive_in;
 use super::tx::{
     cash_out_in, insert_event, lock_fenced, lock_fenced_as, lock_table, move_state, seat_rows,
-    RowLock, Step,
+    void_in_progress, RowLock, Step,
 };
 use super::*;
 
@@ -297,23 +297,8 @@ impl Store {
                 move_state(&mut tx, id, step).await?;
                 // An operator's freeze voids the hand in progress (the
                 // players' stacks are the last boundary's, which is what
-                // the seats hold): its journal goes and its number is
-                // burnt, so a recovery hosts the table at that boundary
-                // instead of resuming the hand, and never deals the number
-                // again.
-                sqlx::query(
-                    "WITH gone AS ( \
-                         DELETE FROM journal WHERE table_id = $1 \
-                         AND number > (SELECT hand_no FROM tables WHERE id = $1) \
-                         RETURNING number \
-                     ) \
-                     UPDATE tables SET hand_no = GREATEST(hand_no, \
-                         COALESCE((SELECT MAX(number) FROM gone), hand_no)) \
-                     WHERE id = $1",
-                )
-                .bind(id.as_str())
-                .execute(&mut *tx)
-                .await?;
+                // the seats hold).
+                void_in_progress(&mut tx, id, None).await?;
             }
             other => return Err(StoreError::WrongState(other)),
         }
@@ -391,16 +376,7 @@ impl Store {
             i64::try_from(number).map_err(|_| StoreError::BadAmount("hand number".into()))?;
         let mut tx = self.pool.begin().await?;
         let current = lock_fenced(&mut tx, id, fence).await?;
-        sqlx::query("DELETE FROM journal WHERE table_id = $1 AND number = $2")
-            .bind(id.as_str())
-            .bind(number)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("UPDATE tables SET hand_no = GREATEST(hand_no, $2) WHERE id = $1")
-            .bind(id.as_str())
-            .bind(number)
-            .execute(&mut *tx)
-            .await?;
+        void_in_progress(&mut tx, id, Some(number)).await?;
         let step = Step {
             from: current.state,
             to: TableState::Frozen,

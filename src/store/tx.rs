@@ -123,6 +123,33 @@ pub(super) async fn move_state(
     .await
 }
 
+/// Voids the hand (or game) in progress in `tx`: its journal goes (every
+/// row past the last boundary) and its number is burnt (`hand_no` moves to
+/// it, and at least to `told`, a number its players were told is void), so
+/// a recovery hosts the table at the last boundary instead of resuming the
+/// hand, and never deals that number again.
+pub(super) async fn void_in_progress(
+    tx: &mut Transaction<'_, Postgres>,
+    id: &TableId,
+    told: Option<i64>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "WITH gone AS ( \
+             DELETE FROM journal WHERE table_id = $1 \
+             AND number > (SELECT hand_no FROM tables WHERE id = $1) \
+             RETURNING number \
+         ) \
+         UPDATE tables SET hand_no = GREATEST(hand_no, \
+             COALESCE((SELECT MAX(number) FROM gone), hand_no), COALESCE($2, hand_no)) \
+         WHERE id = $1",
+    )
+    .bind(id.as_str())
+    .bind(told)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 pub(super) async fn seat_rows<'e>(
     db: impl sqlx::PgExecutor<'e>,
     id: &TableId,
