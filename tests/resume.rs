@@ -626,8 +626,8 @@ async fn a_player_who_left_during_the_hand_is_still_folded_where_it_resumes_and_
     );
 }
 
-/// A player's frames of `hand` from the first hosting, after `since`.
-fn told_after(seen: &[Value], since: u64) -> Vec<Value> {
+/// The events in `seen` numbered after `since`.
+fn events_after(seen: &[Value], since: u64) -> Vec<Value> {
     seen.iter()
         .filter(|v| v["type"] == "event" && v["seq"].as_u64().is_some_and(|s| s > since))
         .cloned()
@@ -688,7 +688,7 @@ async fn a_since_from_the_sigkilled_owner_is_answered_on_the_heir_with_the_event
             flop["seq"].as_u64().unwrap() - 1,
             last,
         ] {
-            let want = told_after(seen, since);
+            let want = events_after(seen, since);
             let got = rejoin(b(&room), &room.table, p.name, since).await;
             assert_eq!(
                 got, want,

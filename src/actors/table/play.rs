@@ -334,12 +334,16 @@ impl<G: Game> Table<G> {
         let opens = events
             .iter()
             .any(|e| matches!(G::role(&e.event), Role::Decision { .. }));
+        opens.then(|| self.full_clock_deadline_ms())
+    }
+
+    /// The deadline (Unix ms) of a decision opened now with a full action
+    /// clock.
+    pub(super) fn full_clock_deadline_ms(&self) -> i64 {
         let timeout = i64::try_from(self.env.action_timeout().as_millis()).unwrap_or(i64::MAX);
-        opens.then(|| {
-            chrono::Utc::now()
-                .timestamp_millis()
-                .saturating_add(timeout)
-        })
+        chrono::Utc::now()
+            .timestamp_millis()
+            .saturating_add(timeout)
     }
 
     /// Carries on with the hand (or game) in progress that the journal

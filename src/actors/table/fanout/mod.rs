@@ -232,10 +232,15 @@ impl Fanout {
             only,
             frame,
         });
+        self.trim_history();
+        dropped
+    }
+
+    /// Forgets the oldest events beyond the history cap.
+    fn trim_history(&mut self) {
         while self.history.len() > self.history_cap {
             self.history.pop_front();
         }
-        dropped
     }
 
     /// Keeps what an earlier hosting told of the hand in progress (as the
@@ -250,9 +255,7 @@ impl Fanout {
         }
         self.earlier_until = Some(last);
         self.history.extend(earlier);
-        while self.history.len() > self.history_cap {
-            self.history.pop_front();
-        }
+        self.trim_history();
     }
 
     /// Subscribes `session`: it gets the events after `since` that are
@@ -355,16 +358,11 @@ impl<G: Game> Table<G> {
                 },
             };
             let clock = matches!(G::role(&ev.event), Role::Decision { .. }).then(|| {
-                let timeout = self.env.action_timeout();
-                let full = chrono::Utc::now()
-                    .timestamp_millis()
-                    .saturating_add(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX));
-                let clock = TurnClock {
-                    deadline_ms: self.announced_deadline_ms.unwrap_or(full),
-                    timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-                };
-                self.action_deadline_ms = Some(clock.deadline_ms);
-                clock
+                let deadline = self
+                    .announced_deadline_ms
+                    .unwrap_or_else(|| self.full_clock_deadline_ms());
+                self.action_deadline_ms = Some(deadline);
+                self.turn_clock(deadline)
             });
             let id = &self.id;
             let dropped = self.fanout.publish(only, |seq| {
@@ -381,43 +379,34 @@ impl<G: Game> Table<G> {
     /// of them that the journal does not hold, such as a sit, ends what a
     /// client can be caught up with).
     pub(super) fn keep_earlier(&mut self, history: History<G>) {
-        let timeout = self.env.action_timeout();
-        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
         let mut kept: Vec<Sent> = Vec::new();
         // The `seq` the events kept so far reach.
         let mut reached: Option<u64> = None;
         for retold in &history {
-            match (retold.told_after, self.retell(retold, timeout_ms)) {
-                (Some(after), Some(sent)) => {
-                    if reached != Some(after) {
-                        kept.clear();
-                    }
-                    reached = Some(after.saturating_add(sent.len() as u64));
-                    kept.extend(sent);
-                }
-                _ => {
-                    kept.clear();
-                    reached = None;
-                }
+            let Some((after, sent)) = self.retell(retold) else {
+                kept.clear();
+                reached = None;
+                continue;
+            };
+            if reached != Some(after) {
+                kept.clear();
             }
+            reached = Some(after.saturating_add(sent.len() as u64));
+            kept.extend(sent);
         }
         self.fanout.keep_earlier(kept);
     }
 
-    /// One entry's events as first told, frames and all; `None` for an
-    /// entry journalled without the `seq` it followed, or whose decision's
-    /// deadline was not journalled (its frames cannot be told again as
-    /// they were).
-    fn retell(&self, retold: &Retold<G>, timeout_ms: u64) -> Option<Vec<Sent>> {
-        let mut seq = retold.told_after?;
+    /// One entry's events as first told, frames and all, with the `seq`
+    /// they followed; `None` for an entry journalled without that `seq`,
+    /// or whose decision's deadline was not journalled (its frames cannot
+    /// be told again as they were).
+    fn retell(&self, retold: &Retold<G>) -> Option<(u64, Vec<Sent>)> {
+        let after = retold.told_after?;
         let mut sent = Vec::with_capacity(retold.events.len());
-        for (only, event) in &retold.events {
-            seq = seq.saturating_add(1);
+        for (seq, (only, event)) in (after.saturating_add(1)..).zip(&retold.events) {
             let clock = match G::role(event) {
-                Role::Decision { .. } => Some(TurnClock {
-                    deadline_ms: retold.deadline_ms?,
-                    timeout_ms,
-                }),
+                Role::Decision { .. } => Some(self.turn_clock(retold.deadline_ms?)),
                 _ => None,
             };
             let frame = EventFrame::new(&self.id, seq, event, clock).to_shared();
@@ -427,7 +416,16 @@ impl<G: Game> Table<G> {
                 frame,
             });
         }
-        Some(sent)
+        Some((after, sent))
+    }
+
+    /// The clock a decision's frame announces: its deadline and the full
+    /// action clock.
+    fn turn_clock(&self, deadline_ms: i64) -> TurnClock {
+        TurnClock {
+            deadline_ms,
+            timeout_ms: u64::try_from(self.env.action_timeout().as_millis()).unwrap_or(u64::MAX),
+        }
     }
 
     fn snapshot_frame(&self, viewer: &PlayerId) -> Arc<str> {

@@ -88,6 +88,17 @@ fn event(seq: u64) -> Arc<str> {
     Arc::from(format!("e{seq}").as_str())
 }
 
+/// Each case joins on a session of its own, `name` with `since`, and must
+/// be sent exactly `want`.
+fn assert_joins<const N: usize>(f: &mut Fanout, cases: [(&str, Option<u64>, Vec<String>); N]) {
+    for (i, (name, since, want)) in cases.into_iter().enumerate() {
+        let w = TestWatcher::new(1 << 20);
+        f.subscribe(10 + i as u64, sub(name, &w), since, &snap(), None)
+            .unwrap();
+        assert_eq!(w.frames(), want, "{name} since {since:?}");
+    }
+}
+
 #[test]
 fn events_are_numbered_from_the_fences_epoch_and_each_goes_to_whom_may_see_it() {
     let mut f = Fanout::new(table(), Fence(3), 10);
@@ -133,12 +144,7 @@ fn a_resume_replays_what_it_missed_while_kept_else_it_gets_a_snapshot() {
         // Up to date: nothing to send.
         ("gus", Some(epoch + 4), vec![]),
     ];
-    for (i, (name, since, want)) in cases.into_iter().enumerate() {
-        let w = TestWatcher::new(1 << 20);
-        f.subscribe(10 + i as u64, sub(name, &w), since, &snap(), None)
-            .unwrap();
-        assert_eq!(w.frames(), want, "{name} since {since:?}");
-    }
+    assert_joins(&mut f, cases);
 }
 
 #[test]
@@ -281,26 +287,20 @@ fn a_since_of_the_hosting_before_is_answered_from_what_the_journal_rebuilt() {
         ("fay", Some(epoch), vec![e(epoch + 1)]),
         ("gus", Some(epoch + 1), vec![]),
     ];
-    for (i, (name, since, want)) in cases.into_iter().enumerate() {
-        let w = TestWatcher::new(1 << 20);
-        f.subscribe(10 + i as u64, sub(name, &w), since, &snap(), None)
-            .unwrap();
-        assert_eq!(w.frames(), want, "{name} since {since:?}");
-    }
+    assert_joins(&mut f, cases);
 }
 
 #[test]
-fn what_an_earlier_hosting_told_is_kept_only_before_this_hostings_first_event() {
-    let before = 1u64 << 32;
+fn only_events_numbered_below_this_hostings_epoch_are_kept_as_an_earlier_hostings() {
+    let epoch = 2u64 << 32;
     let mut f = Fanout::new(table(), Fence(2), 10);
-    f.publish(None, event);
+    // Numbered as this hosting numbers its own: not an earlier hosting's.
     f.keep_earlier(vec![Sent {
-        seq: before + 1,
+        seq: epoch + 1,
         only: None,
-        frame: event(before + 1),
+        frame: Arc::from("bogus"),
     }]);
-    let w = TestWatcher::new(1 << 20);
-    f.subscribe(1, sub("alice", &w), Some(before), &snap(), None)
-        .unwrap();
-    assert_eq!(w.frames(), ["snap"]);
+    f.publish(None, event);
+    let e1 = format!("e{}", epoch + 1);
+    assert_joins(&mut f, [("alice", Some(epoch), vec![e1])]);
 }
