@@ -148,10 +148,17 @@ async fn owner(server: &Server, table: &str) -> Value {
     server.table(table).await["owner"].clone()
 }
 
-async fn move_to(from: &Server, table: &str, to: &str) {
+async fn move_to(from: &Server, other: &Server, table: &str, to: &str) {
     let (status, view) = from
         .admin_post(&format!("/admin/tables/{table}/move"), json!({"to": to}))
         .await;
+    if status != 200 {
+        // What each instance did with the table, for the failure's cause.
+        for (name, s) in [("asked", from), ("other", other)] {
+            let lines: Vec<_> = s.logs().into_iter().filter(|l| l.contains(table)).collect();
+            eprintln!("--- {name}'s log of {table}:\n{}", lines.join("\n"));
+        }
+    }
     assert_eq!(status, 200, "{view}");
     assert_eq!(view["owner"], to, "{view}");
 }
@@ -240,14 +247,14 @@ async fn seq_strictly_increases_on_every_connection_through_rejoins_pauses_reass
     lag_and_join_again(&mut on_b, &t).await;
 
     // 3. An owner change: A to B, and the watchers swap roles.
-    move_to(&a, &t, "order-b").await;
+    move_to(&a, &b, &t, "order-b").await;
     read_events(&mut on_a, &t, 3, SECS(15)).await;
     read_events(&mut on_b, &t, 3, SECS(15)).await;
     lag_and_join_again(&mut on_a, &t).await;
     lag_and_join_again(&mut on_b, &t).await;
 
     // 4. And back.
-    move_to(&b, &t, "order-a").await;
+    move_to(&b, &a, &t, "order-a").await;
     // The hosting moved back numbers its frames from its fence's epoch.
     let last_hosting = a.table(&t).await["fence"].as_u64().expect("fence");
     read_events(&mut on_a, &t, 3, SECS(15)).await;

@@ -3,7 +3,7 @@
 //! the target) and `POST /admin/tables/{id}/host` (take the table here, as a
 //! join would).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -13,9 +13,9 @@ use tracing::info;
 
 use super::admin::{host_error, json_object, only_fields, store_error, table_id, view_of, Admin};
 use super::{ApiError, AppState};
-use crate::actors::table_manager::{IsHosted, LoadOrCreate, MoveOut};
+use crate::actors::table_manager::{HostError, IsHosted, LoadOrCreate, MoveOut};
 use crate::peers::PeerError;
-use crate::types::{TableId, TableState};
+use crate::types::{StateReason, TableId, TableState};
 
 /// Marks a move forwarded by another instance, so it is never forwarded on.
 const FORWARDED: &str = "x-pitboss-forwarded-by";
@@ -77,14 +77,42 @@ async fn call_peer(
 }
 
 /// Hosts the table here (as a join would) and answers its view.
+///
+/// The clients of a table being moved here follow it the moment its owner
+/// tells them, a moment before the owner has recorded the release, and the
+/// request to host it joins whatever attempt of theirs is in flight: one
+/// begun before the release stood is refused as owned elsewhere. While
+/// Postgres shows the table released to this instance, it is asked again.
 async fn host_here(state: &AppState, id: &TableId) -> Result<HttpResponse, ApiError> {
-    state
-        .manager
-        .send(LoadOrCreate { table: id.clone() })
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(host_error)?;
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        let hosted = state
+            .manager
+            .send(LoadOrCreate { table: id.clone() })
+            .await
+            .map_err(ApiError::internal)?;
+        match hosted {
+            Ok(_) => break,
+            Err(HostError::OwnedElsewhere { .. })
+                if Instant::now() < until && released_here(state, id).await =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(host_error(e)),
+        }
+    }
     Ok(HttpResponse::Ok().json(view_of(state, id).await?))
+}
+
+/// Whether Postgres shows `id` released to this instance for a move.
+async fn released_here(state: &AppState, id: &TableId) -> bool {
+    let rt = &state.rt;
+    matches!(
+        rt.store.table(id).await,
+        Ok(Some(row)) if row.state == TableState::Released
+            && row.state_reason == Some(StateReason::Moved)
+            && row.owner_instance.as_deref() == Some(rt.instance_id())
+    )
 }
 
 /// `POST /admin/tables/{id}/host`: this instance takes the table (refused

@@ -3,7 +3,7 @@
 //! way an acquire can fail after the lease was taken hands the lease back.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tracing::{error, warn};
 
@@ -127,6 +127,35 @@ async fn acquire(rt: &Runtime, table: &TableId, floor: Fence) -> Result<Fence, H
     Ok(result?)
 }
 
+/// Whether `row` is a table released to this instance for a move.
+fn promised_here(rt: &Runtime, row: &TableRow) -> bool {
+    row.state == TableState::Released
+        && row.state_reason == Some(StateReason::Moved)
+        && row.owner_instance.as_deref() == Some(rt.instance_id())
+}
+
+/// How long a table released to this instance for a move waits for its
+/// previous owner's lease to be handed back.
+const PROMISED_LEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// Takes the lease of a table released to this instance for a move. The
+/// previous owner records the release in Postgres first and hands its
+/// lease back just after, and its clients follow the table here as soon as
+/// they are told of the move, so the lease may still be the previous
+/// owner's for the moment of one Redis round trip: it is asked again until
+/// it is handed back (or has expired), never taken over.
+async fn acquire_promised(rt: &Runtime, table: &TableId, floor: Fence) -> Result<Fence, HostError> {
+    let until = Instant::now() + PROMISED_LEASE_WAIT.min(rt.ttl());
+    loop {
+        match acquire(rt, table, floor).await {
+            Err(HostError::OwnedElsewhere { .. }) if Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Hands a lease back; harmless if it is already gone.
 pub(super) async fn release(rt: &Runtime, table: &TableId, fence: Fence) {
     let lease = [HeldLease {
@@ -179,7 +208,11 @@ pub(super) async fn acquire_and_load(
         }
     }
     let sent = Instant::now();
-    let fence = acquire(&rt, &table, row.fence).await?;
+    let fence = if promised_here(&rt, &row) {
+        acquire_promised(&rt, &table, row.fence).await?
+    } else {
+        acquire(&rt, &table, row.fence).await?
+    };
     match load_under_lease(&rt, &table, fence, mode).await {
         Ok(game) => Ok(Prepared {
             table,
