@@ -26,6 +26,7 @@ fn act(number: u64, seq: u32) -> Entry {
         seed: None,
         deadline_ms: None,
         told_after: None,
+        spent_ms: None,
     }
 }
 

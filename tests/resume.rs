@@ -689,7 +689,19 @@ async fn a_since_from_the_sigkilled_owner_is_answered_on_the_heir_with_the_event
             last,
         ] {
             let want = events_after(seen, since);
-            let got = rejoin(b(&room), &room.table, p.name, since).await;
+            let mut got = rejoin(b(&room), &room.table, p.name, since).await;
+            // Then B's own first event: the open decision told again, as A
+            // announced it (deadline and all), numbered from B's epoch.
+            let retold = got.pop().expect("the decision told again");
+            let open = seen
+                .iter()
+                .rev()
+                .find(|v| v["kind"] == "turn")
+                .expect("a turn from A");
+            for field in ["kind", "hand", "seat", "decision", "legal", "deadline_ms"] {
+                assert_eq!(retold[field], open[field], "{field}: {retold}");
+            }
+            assert!(retold["seq"].as_u64() > Some(last), "{retold}");
             assert_eq!(
                 got, want,
                 "{} since {since}: the events it missed, as A told them",

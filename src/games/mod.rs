@@ -20,12 +20,15 @@ use crate::chips::{Chips, PlayerId, SeatNo};
 use crate::types::ErrorCode;
 
 pub mod check;
+pub mod chess;
 pub mod fields;
 pub mod holdem;
 
 /// The games this build hosts.
 pub fn registry() -> crate::actors::table::Games {
-    crate::actors::table::Games::default().with::<holdem::Holdem>()
+    crate::actors::table::Games::default()
+        .with::<holdem::Holdem>()
+        .with::<chess::Chess>()
 }
 
 #[cfg(test)]
@@ -239,6 +242,31 @@ pub trait Game: Clone + Send + Unpin + Sized + 'static {
         command: Self::Command,
         rng: &mut dyn rand::RngCore,
     ) -> Result<Vec<Told<Self::Event>>, Refusal>;
+
+    /// [`Game::apply`] for a game that keeps its own clock: `spent` is how
+    /// long the open decision had been open when the command came (the
+    /// runtime journals it and hands a replay the same figure). A game
+    /// without a clock of its own ignores it.
+    fn apply_timed(
+        &mut self,
+        seat: SeatNo,
+        decision: u64,
+        command: Self::Command,
+        spent: std::time::Duration,
+        rng: &mut dyn rand::RngCore,
+    ) -> Result<Vec<Told<Self::Event>>, Refusal> {
+        let _ = spent;
+        self.apply(seat, decision, command, rng)
+    }
+
+    /// How long the seat of the open decision has to answer it, for a game
+    /// that keeps its own clock (chess: the side's remaining time); the
+    /// runtime's action clock runs for exactly that long and then asks
+    /// [`Game::on_timeout`]. `None` (the default): the runtime's action
+    /// timeout.
+    fn clock(&self) -> Option<std::time::Duration> {
+        None
+    }
 
     /// `player` takes `seat` with `stack` chips (the runtime has moved
     /// them from the wallet under the fence).

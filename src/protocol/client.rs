@@ -96,8 +96,12 @@ pub fn parse(text: &str) -> Result<ClientFrame, ClientError> {
             let table = table_field(&obj)?;
             let seat = u64_field(&obj, "seat")?.ok_or_else(|| bad_field("seat is required"))?;
             let seat = SeatNo::try_from(seat).map_err(|_| bad_field("seat is out of range"))?;
-            let buy_in =
-                chips_field(&obj, "buy_in")?.ok_or_else(|| bad_field("buy_in is required"))?;
+            // 0 is the game's to judge (a chess table without a stake takes
+            // it; hold'em refuses it as it always did).
+            let buy_in = match obj.get("buy_in") {
+                Some(Value::Number(n)) if n.as_u64() == Some(0) => Chips(0),
+                _ => chips_field(&obj, "buy_in")?.ok_or_else(|| bad_field("buy_in is required"))?,
+            };
             Ok(ClientFrame::Sit {
                 table,
                 seat,

@@ -21,6 +21,14 @@ impl Store {
         if current.state != TableState::Open {
             return Err(StoreError::WrongState(current.state));
         }
+        if amount.is_zero() {
+            // A seat without a stake (a chess table without one) needs no
+            // wallet chips, only the player's account.
+            sqlx::query("INSERT INTO accounts (player) VALUES ($1) ON CONFLICT DO NOTHING")
+                .bind(&player.0)
+                .execute(&mut *tx)
+                .await?;
+        }
         // Wallet, seat and ledger in one statement: no seat and no ledger
         // row without the chips, and a taken seat (or a player seated
         // already) fails the whole statement on the seats' unique keys.

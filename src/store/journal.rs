@@ -71,6 +71,10 @@ pub struct Entry {
     /// events went out (they follow it, numbered on): what lets the next
     /// owner tell a reconnecting client the events it missed.
     pub told_after: Option<u64>,
+    /// How long the decision this command answered had been open when it
+    /// came, for a game that keeps its own clock (its replay is charged the
+    /// same).
+    pub spent_ms: Option<u64>,
 }
 
 impl Entry {
@@ -87,6 +91,7 @@ impl Entry {
             seed: Some(seed),
             deadline_ms: None,
             told_after: None,
+            spent_ms: None,
         }
     }
 }
@@ -273,6 +278,7 @@ async fn insert(
     let mut seeds: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
     let mut deadlines: Vec<Option<i64>> = Vec::with_capacity(n);
     let mut told: Vec<Option<i64>> = Vec::with_capacity(n);
+    let mut spent: Vec<Option<i64>> = Vec::with_capacity(n);
     for p in batch {
         let e = &p.entry;
         tables.push(p.table.as_str());
@@ -286,23 +292,24 @@ async fn insert(
         seeds.push(e.seed.map(|s| s.to_vec()));
         deadlines.push(e.deadline_ms);
         told.push(e.told_after.map(|t| db_u64(t, "told_after")).transpose()?);
+        spent.push(e.spent_ms.map(|t| db_u64(t, "spent_ms")).transpose()?);
     }
     let inserted: Vec<(String, i64, i32)> = sqlx::query_as(
         "WITH input AS ( \
              SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int4[], $5::text[], \
                                   $6::int2[], $7::int8[], $8::text[], $9::bytea[], $10::int8[], \
-                                  $11::int8[]) \
+                                  $11::int8[], $12::int8[]) \
                  AS i(table_id, number, fence, seq, kind, seat, decision, command, seed, \
-                      deadline_ms, told_after) \
+                      deadline_ms, told_after, spent_ms) \
          ), fenced AS ( \
              SELECT t.id, t.owner_fencing_token AS fence FROM tables t JOIN input i \
                  ON t.id = i.table_id AND t.owner_fencing_token = i.fence \
              FOR KEY SHARE OF t \
          ) \
          INSERT INTO journal (table_id, number, fence, seq, kind, seat, decision, command, seed, \
-                              deadline_ms, told_after) \
+                              deadline_ms, told_after, spent_ms) \
          SELECT i.table_id, i.number, i.fence, i.seq, i.kind, i.seat, i.decision, \
-                i.command::jsonb, i.seed, i.deadline_ms, i.told_after \
+                i.command::jsonb, i.seed, i.deadline_ms, i.told_after, i.spent_ms \
          FROM input i JOIN fenced f ON f.id = i.table_id AND f.fence = i.fence \
          ON CONFLICT DO NOTHING \
          RETURNING table_id, fence, seq",
@@ -318,6 +325,7 @@ async fn insert(
     .bind(&seeds)
     .bind(&deadlines)
     .bind(&told)
+    .bind(&spent)
     .fetch_all(pool)
     .await?;
     let mut outcomes: Vec<Option<Result<Appended, StoreError>>> = batch
@@ -395,7 +403,7 @@ pub async fn in_progress(
              ORDER BY number DESC, fence DESC LIMIT 1 \
          ) \
          SELECT j.number, j.fence, j.seq, j.kind, j.seat, j.decision, j.command, j.seed, \
-                j.deadline_ms, j.told_after \
+                j.deadline_ms, j.told_after, j.spent_ms \
          FROM journal j JOIN latest l ON j.number = l.number AND j.fence >= l.fence \
          WHERE j.table_id = $1 \
          ORDER BY j.seq, j.fence",
@@ -440,6 +448,10 @@ fn entry_of(row: &sqlx::postgres::PgRow) -> Result<Entry, StoreError> {
         told_after: row
             .try_get::<Option<i64>, _>("told_after")?
             .map(|t| u64::try_from(t).map_err(|_| broken("told_after")))
+            .transpose()?,
+        spent_ms: row
+            .try_get::<Option<i64>, _>("spent_ms")?
+            .map(|t| u64::try_from(t).map_err(|_| broken("spent_ms")))
             .transpose()?,
     })
 }

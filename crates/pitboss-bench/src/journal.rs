@@ -82,6 +82,7 @@ fn act(seq: u32) -> Entry {
         seed: None,
         deadline_ms: None,
         told_after: None,
+        spent_ms: None,
     }
 }
 

@@ -36,6 +36,7 @@ impl<G: Game> Table<G> {
                 seat,
                 decision: None,
                 fields: None,
+                spent: None,
             };
             self.commit(applied, events, None, ctx);
             return Ok(());

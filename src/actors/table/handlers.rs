@@ -203,7 +203,9 @@ impl<G: Game> Handler<Act> for Table<G> {
         let decision = msg.decision;
         let j = self.journalled();
         let mut rng = j.rng(j.next);
-        let events = self.apply(|g| g.apply(seat, decision, command, &mut rng), ctx)?;
+        let spent = self.spent();
+        let change = |g: &mut G| g.apply_timed(seat, decision, command, spent, &mut rng);
+        let events = self.apply(change, ctx)?;
         // Told once committed (I15): the act is journalled as its frame's
         // game fields, which the game parses again on a replay.
         let applied = Applied {
@@ -211,6 +213,7 @@ impl<G: Game> Handler<Act> for Table<G> {
             seat,
             decision: Some(decision),
             fields: Some(serde_json::Value::Object(msg.fields)),
+            spent: self.game.clock().map(|_| spent),
         };
         self.commit(applied, events, Some(msg.received), ctx);
         Ok(())

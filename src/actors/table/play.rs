@@ -56,6 +56,9 @@ pub(super) struct Applied {
     pub decision: Option<u64>,
     /// An act's own fields, which the game parses again on a replay.
     pub fields: Option<serde_json::Value>,
+    /// How long its decision had been open, for a game with a clock of its
+    /// own.
+    pub spent: Option<Duration>,
 }
 
 /// The hand (or game) in progress as the journal knows it: the seed that
@@ -192,7 +195,7 @@ impl<G: Game> Table<G> {
     ) {
         // The deadline announced with the decision (a resumed one keeps the
         // deadline its first owner announced).
-        let timeout = self.env.action_timeout();
+        let timeout = self.decision_timeout();
         let left = match self.action_deadline_ms {
             Some(deadline) => {
                 let ms = deadline.saturating_sub(chrono::Utc::now().timestamp_millis());
@@ -213,13 +216,16 @@ impl<G: Game> Table<G> {
             info!(seat, "action clock ran out");
             let j = act.journalled();
             let mut rng = j.rng(j.next);
-            let change = |g: &mut G| g.apply(seat, decision, command, &mut rng);
+            let spent = act.spent();
+            let clocked = act.game.clock().map(|_| spent);
+            let change = |g: &mut G| g.apply_timed(seat, decision, command, spent, &mut rng);
             if let Some(events) = act.apply_internal(change, ctx) {
                 let applied = Applied {
                     kind: EntryKind::Timeout,
                     seat,
                     decision: Some(decision),
                     fields: None,
+                    spent: clocked,
                 };
                 act.commit(applied, events, None, ctx);
             }
@@ -315,6 +321,9 @@ impl<G: Game> Table<G> {
             seed: None,
             deadline_ms,
             told_after: Some(self.fanout.seq()),
+            spent_ms: applied
+                .spent
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         };
         if let Some(h) = &mut self.hand {
             h.next = h.next.saturating_add(1);
@@ -337,10 +346,29 @@ impl<G: Game> Table<G> {
         opens.then(|| self.full_clock_deadline_ms())
     }
 
+    /// How long the open decision may take: the game's own clock (the
+    /// side's time left), else the runtime's action clock.
+    pub(super) fn decision_timeout(&self) -> Duration {
+        self.game
+            .clock()
+            .unwrap_or_else(|| self.env.action_timeout())
+    }
+
+    /// How long the open decision has been open, from the deadline it was
+    /// announced with (zero when none is known).
+    pub(super) fn spent(&self) -> Duration {
+        let Some(deadline) = self.action_deadline_ms else {
+            return Duration::ZERO;
+        };
+        let left = deadline.saturating_sub(chrono::Utc::now().timestamp_millis());
+        let left = Duration::from_millis(u64::try_from(left).unwrap_or(0));
+        self.decision_timeout().saturating_sub(left)
+    }
+
     /// The deadline (Unix ms) of a decision opened now with a full action
-    /// clock.
+    /// clock (for a game with a clock of its own, the side's time left).
     pub(super) fn full_clock_deadline_ms(&self) -> i64 {
-        let timeout = i64::try_from(self.env.action_timeout().as_millis()).unwrap_or(i64::MAX);
+        let timeout = i64::try_from(self.decision_timeout().as_millis()).unwrap_or(i64::MAX);
         chrono::Utc::now()
             .timestamp_millis()
             .saturating_add(timeout)
@@ -368,9 +396,15 @@ impl<G: Game> Table<G> {
             self.advance(resumed.result, ctx);
             return;
         }
-        if let Some(open) = self.game.decision() {
+        // The open decision is told again, with the deadline its first
+        // owner announced: an act sent while the owner changed (refused by
+        // a copy that was letting go, or lost with a killed one) was never
+        // applied, and its player learns here that the turn is still theirs.
+        if let Some(turn) = self.game.announce() {
             self.action_deadline_ms = resumed.deadline_ms;
-            self.arm_action_timer(open.seat, open.number, ctx);
+            self.announced_deadline_ms = resumed.deadline_ms;
+            self.advance(vec![turn], ctx);
+            self.announced_deadline_ms = None;
         }
     }
 

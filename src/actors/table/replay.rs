@@ -6,6 +6,8 @@
 //! same decision, the same stacks. Every owner change hosts a table this
 //! way ([`resume`]).
 
+use std::time::Duration;
+
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde_json::Value;
@@ -239,6 +241,7 @@ pub(super) fn replay<G: Game>(
             .seat
             .ok_or_else(|| broken(format!("entry {} names no seat", entry.seq)))?;
         let mut draw = rng(&seed, entry.seq);
+        let spent = Duration::from_millis(entry.spent_ms.unwrap_or(0));
         let events = match entry.kind {
             EntryKind::Act => {
                 let fields = match &entry.command {
@@ -246,13 +249,13 @@ pub(super) fn replay<G: Game>(
                     _ => return Err(broken(format!("act {} has no fields", entry.seq))),
                 };
                 let command = G::command(fields)?;
-                game.apply(seat, decision(entry)?, command, &mut draw)?
+                game.apply_timed(seat, decision(entry)?, command, spent, &mut draw)?
             }
             EntryKind::Timeout => {
                 let command = game
                     .on_timeout()
                     .ok_or_else(|| broken(format!("no default for timeout {}", entry.seq)))?;
-                game.apply(seat, decision(entry)?, command, &mut draw)?
+                game.apply_timed(seat, decision(entry)?, command, spent, &mut draw)?
             }
             EntryKind::Leave => game.leave(seat)?,
             EntryKind::Start => return Err(broken(format!("a second start at {}", entry.seq))),
@@ -363,6 +366,7 @@ mod tests {
                     seed: None,
                     deadline_ms: None,
                     told_after: None,
+                    spent_ms: None,
                 }
             } else {
                 let command = game.on_timeout().unwrap();
@@ -378,6 +382,7 @@ mod tests {
                     seed: None,
                     deadline_ms: None,
                     told_after: None,
+                    spent_ms: None,
                 }
             };
             entries.push(entry);

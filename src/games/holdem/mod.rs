@@ -222,6 +222,9 @@ impl Game for Holdem {
         player: &str,
         stack: Chips,
     ) -> Result<Vec<Told<EventKind>>, Refusal> {
+        if stack.is_zero() {
+            return Err(bad_amount("buy_in must be above 0"));
+        }
         self.run(rules::Command::Sit {
             seat,
             player: PlayerId(player.to_string()),

@@ -424,7 +424,7 @@ impl<G: Game> Table<G> {
     fn turn_clock(&self, deadline_ms: i64) -> TurnClock {
         TurnClock {
             deadline_ms,
-            timeout_ms: u64::try_from(self.env.action_timeout().as_millis()).unwrap_or(u64::MAX),
+            timeout_ms: u64::try_from(self.decision_timeout().as_millis()).unwrap_or(u64::MAX),
         }
     }
 
