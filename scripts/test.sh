@@ -13,6 +13,15 @@ cd "$root"
 # Headless Chromium and its WebDriver for the browser test.
 if [ "${PITBOSS_SKIP_BROWSER:-0}" != "1" ]; then "$root/scripts/browser-deps.sh"; fi
 
+# chess.js, the independent engine tests/chess_rules.rs checks the chess
+# rules against (npm; Node.js from the OS packages if absent).
+if ! command -v npm >/dev/null 2>&1; then
+    echo "test: installing Node.js and npm from the OS packages"
+    if [ "$(id -u)" -eq 0 ]; then apt-get update -q && apt-get install -y -q nodejs npm;
+    else sudo apt-get update -q && sudo apt-get install -y -q nodejs npm; fi
+fi
+(cd "$root/tests/chess_js" && npm ci --no-audit --no-fund --loglevel=error)
+
 export PITBOSS_TEST_PG_URL=${PITBOSS_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 
 if ! cargo nextest --version >/dev/null 2>&1; then

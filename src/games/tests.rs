@@ -41,16 +41,16 @@ fn game_kinds_are_named_as_clients_see_them() {
 }
 
 #[test]
-fn the_registry_hosts_holdem_and_refuses_what_it_does_not_host() {
+fn the_registry_hosts_holdem_and_chess_and_refuses_what_it_does_not_host() {
     let games = super::registry();
-    assert_eq!(games.names(), "holdem");
+    assert_eq!(games.names(), "holdem, chess");
     let checkers = GameKind::parse("checkers").unwrap();
     let e = games.configure(&checkers, &holdem_config()).unwrap_err();
     assert_eq!(
         (e.code.as_str(), e.message.as_str()),
         (
             "bad_field",
-            "game \"checkers\" is not one this server hosts; expected one of holdem"
+            "game \"checkers\" is not one this server hosts; expected one of holdem, chess"
         )
     );
     let config = games
