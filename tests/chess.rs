@@ -303,15 +303,7 @@ async fn a_game_to_checkmate_over_ws_settles_the_stakes_and_an_illegal_move_chan
         let ms = c.as_u64().expect("ms");
         assert!(ms > 290_000 && ms <= 306_000, "{turn}");
     }
-    m.send(
-        0,
-        m.act(
-            turn["decision"].as_u64().unwrap(),
-            json!({"action": "move", "move": "h5f7"}),
-        ),
-    )
-    .await;
-    let mate = event(&mut m.players[0], "action", |v| v["move"] == "h5f7").await;
+    let mate = m.play(&["h5f7"]).await;
     assert_eq!(mate["san"], "Qxf7#");
     let ended = m.ended().await;
     let result = recorded_when_told(&db, &t, &ended).await;
@@ -358,15 +350,7 @@ async fn a_game_to_checkmate_over_the_relay_and_a_flag_fall() {
     let owner = a.table(&t).await["owner"].clone();
     assert_eq!(owner, "relay-a");
     m.play(&["f2f3", "e7e5", "g2g4"]).await;
-    let turn = m.turn(1).await;
-    m.send(
-        1,
-        m.act(
-            turn["decision"].as_u64().unwrap(),
-            json!({"action": "move", "move": "d8h4"}),
-        ),
-    )
-    .await;
+    m.play(&["d8h4"]).await;
     let ended = m.ended().await;
     assert_eq!(
         (&ended["result"], &ended["reason"]),
@@ -604,15 +588,7 @@ async fn a_sigkilled_owner_s_game_resumes_elsewhere_at_the_same_position_with_it
     for c in &mut m.players {
         event(c, "action", |v| v["move"] == "g2g4").await;
     }
-    let turn = m.turn(1).await;
-    m.send(
-        1,
-        m.act(
-            turn["decision"].as_u64().unwrap(),
-            json!({"action": "move", "move": "d8h4"}),
-        ),
-    )
-    .await;
+    m.play(&["d8h4"]).await;
     let ended = m.ended().await;
     assert_eq!(
         (&ended["result"], &ended["reason"]),
